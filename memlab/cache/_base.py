@@ -1,0 +1,374 @@
+"""The cache backend contract.
+
+A :class:`CacheBackend` stores, per ``(user_id, session_id)``, an ordered list of
+QA turns and a keyed list of session-context entries (guidance, feedback and
+watermark rows, stored as JSON objects with an ``"id"``). Every backend behaves
+the same under :class:`memlab.testing.CacheBackendSuite`:
+
+* **Order.** QA turns come back in append order (oldest first); context entries in
+  first-insert order. An upsert of an existing context id keeps its position.
+* **Identity.** ``(user_id, session_id)`` is the session: the same session id under
+  two users is two sessions. A ``qa_id`` is unique within its session.
+* **TTL.** Each session keeps one expiry per kind (``qa``, ``context``). Writes
+  stamp it as the :class:`~memlab.ttl.TTLPolicy` says, so expiry counts from the
+  session's last write of that kind; reads never move it. Once ``now >=
+  expires_at`` the kind reads as empty, and the next write to it first purges the
+  dead rows (scoped purge). :meth:`sweep` physically removes every dead row; it
+  runs after writes at most once per ``purge_interval_seconds`` (the first write
+  of an instance always sweeps; ``<= 0`` disables it).
+* **Writes that slide** the expiry of their kind: create/update/delete-feedback of a
+  QA turn, deleting a QA turn that existed, creating/updating a context entry.
+  Deleting a context entry or a session does not.
+* **Atomicity.** Each public method is one atomic change: a concurrent reader sees
+  the state before or after it, never half of it, and a failed write changes nothing.
+* **Errors.** Invalid arguments raise :class:`~memlab.exceptions.ValidationError`
+  before any I/O. Any store failure raises :class:`~memlab.exceptions.CacheConnectionError`
+  with the driver error chained. A stored row that cannot be parsed is skipped with
+  a warning; the rest is served.
+
+Implementations provide the underscore primitives, which take and return JSON
+payload strings and receive ``now`` from the backend's clock; this class does
+id assignment, validation, (de)serialisation, merging, error mapping and sweep
+throttling.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import logging
+import uuid
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, Optional
+
+import pydantic
+
+from memlab._clock import Clock, SystemClock
+from memlab.exceptions import (
+    CacheConnectionError,
+    MemlabError,
+    SessionParameterValidationError,
+    SessionQAEntryValidationError,
+)
+from memlab.models import SessionQAEntry
+from memlab.ttl import SlidingTTL, TTLPolicy
+
+logger = logging.getLogger("memlab.cache")
+
+#: Maps a stored payload to its replacement, or to None to leave it unchanged.
+PayloadChange = Callable[[str], Optional[str]]
+
+_QA_FIELDS = (
+    "question",
+    "context",
+    "answer",
+    "feedback_text",
+    "feedback_score",
+    "used_graph_element_ids",
+    "memify_metadata",
+    "used_session_context_ids",
+)
+
+
+@dataclass(frozen=True)
+class QALog:
+    """Change feed of a session's QA turns, for incremental indexes.
+
+    ``reset`` True: ``entries`` is the whole live session and any earlier state
+    must be dropped. ``reset`` False: ``entries`` were appended after ``cursor``'s
+    predecessor. Pass ``cursor`` back to get only later changes.
+    """
+
+    cursor: Hashable
+    entries: list[SessionQAEntry]
+    reset: bool
+
+
+class CacheBackend(abc.ABC):
+    """Session cache backend. See the module docstring for the full contract."""
+
+    #: configuration name (``CACHE_BACKEND``)
+    name: ClassVar[str] = ""
+    #: TTL policy chosen when the config says ``auto``
+    default_ttl_policy: ClassVar[str] = "sliding"
+
+    def __init__(
+        self,
+        *,
+        ttl: TTLPolicy | None = None,
+        clock: Clock | None = None,
+        purge_interval_seconds: float = 900.0,
+    ) -> None:
+        self.ttl = ttl if ttl is not None else SlidingTTL(604800)
+        self.clock = clock if clock is not None else SystemClock()
+        self.purge_interval_seconds = purge_interval_seconds
+        self._last_sweep: float | None = None
+        self._opened = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(ttl={self.ttl.name}:{self.ttl.seconds})"
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect and create what is missing. Idempotent."""
+        if not self._opened:
+            await self._call("open", self._open)
+            self._opened = True
+
+    async def close(self) -> None:
+        """Release connections. Idempotent; a closed backend may be opened again."""
+        if self._opened:
+            self._opened = False
+            await self._call("close", self._close)
+
+    async def __aenter__(self) -> "CacheBackend":
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- QA turns ----------------------------------------------------------------
+
+    async def create_qa_entry(
+        self,
+        user_id: str,
+        session_id: str,
+        *,
+        question: str,
+        answer: str,
+        context: str = "",
+        qa_id: str | None = None,
+        feedback_text: str | None = None,
+        feedback_score: int | None = None,
+        used_graph_element_ids: dict[str, list[str]] | None = None,
+        memify_metadata: dict[str, Any] | None = None,
+        used_session_context_ids: list[str] | None = None,
+    ) -> SessionQAEntry:
+        """Append one turn; ``time`` is now and ``qa_id`` defaults to a fresh UUID."""
+        now = self.clock.now()
+        entry = _validated_entry(
+            time=now.isoformat(),
+            question=question,
+            context=context,
+            answer=answer,
+            qa_id=qa_id or str(uuid.uuid4()),
+            feedback_text=feedback_text,
+            feedback_score=feedback_score,
+            used_graph_element_ids=used_graph_element_ids,
+            memify_metadata=memify_metadata,
+            used_session_context_ids=used_session_context_ids,
+        )
+        payload = entry.model_dump_json()
+        await self._call("create_qa_entry", self._append_qa, user_id, session_id, entry.qa_id, payload, now)
+        await self._after_write()
+        return entry
+
+    async def get_latest_qa_entries(self, user_id: str, session_id: str, last_n: int | None = None) -> list[SessionQAEntry]:
+        """The last ``last_n`` live turns (all when None), oldest first. ``last_n`` must be >= 1."""
+        if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
+            raise SessionParameterValidationError(f"last_n must be an int >= 1 or None, got {last_n!r}")
+        payloads = await self._call("get_latest_qa_entries", self._read_qa, user_id, session_id, last_n, self.clock.now())
+        return self._parse_qa(payloads)
+
+    async def get_all_qa_entries(self, user_id: str, session_id: str) -> list[SessionQAEntry]:
+        """Every live turn of the session, oldest first."""
+        return await self.get_latest_qa_entries(user_id, session_id, None)
+
+    async def read_qa_log(self, user_id: str, session_id: str, cursor: Hashable | None = None) -> QALog:
+        """Turns changed since ``cursor`` (None: everything). See :class:`QALog`."""
+        new_cursor, payloads, reset = await self._call(
+            "read_qa_log", self._read_qa_log, user_id, session_id, cursor, self.clock.now()
+        )
+        return QALog(new_cursor, self._parse_qa(payloads), reset)
+
+    async def update_qa_entry(self, user_id: str, session_id: str, qa_id: str, **fields: Any) -> bool:
+        """Partially update a turn: a field given as non-None overwrites, None keeps it.
+
+        ``memify_metadata`` is shallow-merged into the stored dict. Returns False when
+        the turn does not exist. Invalid values raise ``SessionQAEntryValidationError``
+        and leave the stored turn unchanged.
+        """
+        unknown = set(fields) - set(_QA_FIELDS)
+        if unknown:
+            raise SessionQAEntryValidationError(f"unknown SessionQAEntry fields: {sorted(unknown)}")
+        changes = {key: value for key, value in fields.items() if value is not None}
+        if "feedback_score" in changes:
+            _validated_entry(time="", question="", context="", answer="", feedback_score=changes["feedback_score"])
+
+        def change(payload: str) -> str | None:
+            stored = json.loads(payload)
+            merged = {**stored, **changes}
+            if "memify_metadata" in changes and isinstance(stored.get("memify_metadata"), dict):
+                merged["memify_metadata"] = {**stored["memify_metadata"], **changes["memify_metadata"]}
+            return _validated_entry(**merged).model_dump_json()
+
+        changed = await self._call("update_qa_entry", self._modify_qa, user_id, session_id, qa_id, change, self.clock.now())
+        return changed
+
+    async def delete_feedback(self, user_id: str, session_id: str, qa_id: str) -> bool:
+        """Clear ``feedback_text`` and ``feedback_score``; True whenever the turn exists."""
+
+        def change(payload: str) -> str | None:
+            stored = json.loads(payload)
+            stored["feedback_text"] = None
+            stored["feedback_score"] = None
+            return json.dumps(stored)
+
+        return await self._call("delete_feedback", self._modify_qa, user_id, session_id, qa_id, change, self.clock.now())
+
+    async def delete_qa_entry(self, user_id: str, session_id: str, qa_id: str) -> bool:
+        """Delete one turn; True if a live turn was deleted."""
+        return await self._call("delete_qa_entry", self._delete_qa, user_id, session_id, qa_id, self.clock.now())
+
+    async def delete_session(self, user_id: str, session_id: str) -> bool:
+        """Delete every turn and context entry of the session; True if any live one existed."""
+        return await self._call("delete_session", self._delete_session, user_id, session_id, self.clock.now())
+
+    # -- session context -----------------------------------------------------------
+
+    async def create_session_context_entry(self, user_id: str, session_id: str, entry: dict[str, Any]) -> str:
+        """Upsert a context entry by its ``id`` (a fresh UUID when missing); returns the id."""
+        entry_id = str(entry.get("id") or uuid.uuid4())
+        payload = json.dumps({**entry, "id": entry_id})
+        await self._call("create_session_context_entry", self._upsert_context, user_id, session_id, entry_id, payload, self.clock.now())
+        await self._after_write()
+        return entry_id
+
+    async def get_session_context_entries(self, user_id: str, session_id: str) -> list[dict[str, Any]]:
+        """Live context entries, in first-insert order."""
+        payloads = await self._call("get_session_context_entries", self._read_context, user_id, session_id, self.clock.now())
+        entries = []
+        for payload in payloads:
+            try:
+                entries.append(json.loads(payload))
+            except ValueError:
+                logger.warning("skipping unreadable session-context row in %s cache", self.name)
+        return entries
+
+    async def update_session_context_entry(self, user_id: str, session_id: str, entry_id: str, changes: dict[str, Any]) -> bool:
+        """Shallow-merge ``changes`` into the entry; False when it does not exist."""
+
+        def change(payload: str) -> str | None:
+            return json.dumps({**json.loads(payload), **changes, "id": entry_id})
+
+        return await self._call(
+            "update_session_context_entry", self._modify_context, user_id, session_id, entry_id, change, self.clock.now()
+        )
+
+    async def delete_session_context_entry(self, user_id: str, session_id: str, entry_id: str) -> bool:
+        """Delete one context entry; True if a live one was deleted. Does not slide TTL."""
+        return await self._call(
+            "delete_session_context_entry", self._delete_context, user_id, session_id, entry_id, self.clock.now()
+        )
+
+    # -- maintenance ---------------------------------------------------------------
+
+    async def sweep(self) -> int:
+        """Physically remove every expired row; returns how many rows went."""
+        self._last_sweep = self.clock.monotonic()
+        return await self._call("sweep", self._sweep, self.clock.now())
+
+    async def prune(self) -> None:
+        """Remove everything this backend stores (only memlab's own keys/tables)."""
+        await self._call("prune", self._prune)
+
+    # -- internals -----------------------------------------------------------------
+
+    async def _after_write(self) -> None:
+        interval = self.purge_interval_seconds
+        if interval is None or interval <= 0:
+            return
+        mono = self.clock.monotonic()
+        if self._last_sweep is not None and mono - self._last_sweep < interval:
+            return
+        try:
+            await self.sweep()
+        except MemlabError as exc:
+            logger.warning("%s cache sweep failed: %s", self.name, exc)
+
+    async def _call(self, op: str, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return await fn(*args)
+        except MemlabError:
+            raise
+        except Exception as exc:
+            raise CacheConnectionError(f"{self.name} cache failed during {op}: {type(exc).__name__}: {exc}") from exc
+
+    def _parse_qa(self, payloads: list[str]) -> list[SessionQAEntry]:
+        entries = []
+        for payload in payloads:
+            try:
+                entries.append(SessionQAEntry.model_validate_json(payload))
+            except pydantic.ValidationError:
+                logger.warning("skipping unreadable session QA row in %s cache", self.name)
+        return entries
+
+    # -- primitives ----------------------------------------------------------------
+
+    async def _open(self) -> None:
+        """Connect; create tables/directories. Called once per open()."""
+
+    async def _close(self) -> None:
+        """Release connections."""
+
+    @abc.abstractmethod
+    async def _append_qa(self, user_id: str, session_id: str, qa_id: str, payload: str, now: datetime) -> None:
+        """Scoped purge if the QA kind is dead, append, restamp per policy. Atomic."""
+
+    @abc.abstractmethod
+    async def _read_qa(self, user_id: str, session_id: str, last_n: int | None, now: datetime) -> list[str]:
+        """Payloads of the last ``last_n`` (None: all) live turns, oldest first."""
+
+    @abc.abstractmethod
+    async def _read_qa_log(
+        self, user_id: str, session_id: str, cursor: Hashable | None, now: datetime
+    ) -> tuple[Hashable, list[str], bool]:
+        """``(cursor, payloads, reset)`` as described by :class:`QALog`."""
+
+    @abc.abstractmethod
+    async def _modify_qa(self, user_id: str, session_id: str, qa_id: str, change: PayloadChange, now: datetime) -> bool:
+        """Replace a live turn's payload with ``change(payload)``, atomically; slide TTL. False if absent."""
+
+    @abc.abstractmethod
+    async def _delete_qa(self, user_id: str, session_id: str, qa_id: str, now: datetime) -> bool:
+        """Delete a live turn; slide TTL only when one was deleted."""
+
+    @abc.abstractmethod
+    async def _upsert_context(self, user_id: str, session_id: str, entry_id: str, payload: str, now: datetime) -> None:
+        """Scoped purge if dead, insert or replace (keeping position), restamp."""
+
+    @abc.abstractmethod
+    async def _read_context(self, user_id: str, session_id: str, now: datetime) -> list[str]:
+        """Payloads of live context entries in first-insert order."""
+
+    @abc.abstractmethod
+    async def _modify_context(self, user_id: str, session_id: str, entry_id: str, change: PayloadChange, now: datetime) -> bool:
+        """Replace a live context entry with ``change(payload)``; slide TTL. False if absent."""
+
+    @abc.abstractmethod
+    async def _delete_context(self, user_id: str, session_id: str, entry_id: str, now: datetime) -> bool:
+        """Delete a live context entry (no TTL slide)."""
+
+    @abc.abstractmethod
+    async def _delete_session(self, user_id: str, session_id: str, now: datetime) -> bool:
+        """Delete both kinds; True if any live row existed."""
+
+    @abc.abstractmethod
+    async def _sweep(self, now: datetime) -> int:
+        """Physically delete every dead row; return the count."""
+
+    @abc.abstractmethod
+    async def _prune(self) -> None:
+        """Delete everything this backend stores."""
+
+
+def _validated_entry(**fields: Any) -> SessionQAEntry:
+    try:
+        return SessionQAEntry(**fields)
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in exc.errors())
+        raise SessionQAEntryValidationError(f"invalid session QA entry: {problems}") from None

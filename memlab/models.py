@@ -1,0 +1,222 @@
+"""Public data models: session rows, guidance entries, users, datasets, results.
+
+Models are plain pydantic v2 models; every collection a user sees is a list of
+them, and :mod:`memlab.frames` turns such lists into DataFrames.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+from typing import Any, ClassVar, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "Dataset",
+    "RecallResponse",
+    "RememberResult",
+    "SessionContextEntry",
+    "SessionFeedbackEntry",
+    "SessionQAEntry",
+    "SessionRecallResponse",
+    "User",
+    "QA_SECTIONS",
+    "AGENT_SECTIONS",
+]
+
+_GRAPH_ID_KEYS = frozenset({"node_ids", "edge_ids"})
+MAX_CONTEXT_CONTENT_CHARS = 280
+
+QA_SECTIONS = ("goals", "rules", "preferences", "lessons_learned")
+AGENT_SECTIONS = ("tool_rules", "workflow_state", "success_patterns", "failure_lessons", "environment_facts")
+
+
+class SessionQAEntry(BaseModel):
+    """One question/answer turn of a session (SPEC §2).
+
+    ``time`` and ``qa_id`` are assigned by the cache when the turn is stored.
+    Empty ``used_graph_element_ids`` / ``used_session_context_ids`` /
+    ``memify_metadata`` normalise to ``None``.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    time: str
+    question: str
+    context: str
+    answer: str
+    qa_id: Optional[str] = None
+    feedback_text: Optional[str] = None
+    feedback_score: Optional[int] = None
+    used_graph_element_ids: Optional[dict[str, list[str]]] = None
+    memify_metadata: Optional[dict[str, bool | int | str | list[str]]] = None
+    used_session_context_ids: Optional[list[str]] = None
+
+    @field_validator("feedback_score")
+    @classmethod
+    def _score_in_range(cls, value: Optional[int]) -> Optional[int]:
+        if value is not None and not 1 <= value <= 5:
+            raise ValueError(f"feedback_score must be between 1 and 5, got {value}")
+        return value
+
+    @field_validator("used_graph_element_ids")
+    @classmethod
+    def _graph_ids(cls, value: Optional[dict[str, list[str]]]) -> Optional[dict[str, list[str]]]:
+        if value is None:
+            return None
+        unknown = set(value) - _GRAPH_ID_KEYS
+        if unknown:
+            raise ValueError(f"used_graph_element_ids keys must be node_ids/edge_ids, got {sorted(unknown)}")
+        kept = {key: ids for key, ids in value.items() if key in _GRAPH_ID_KEYS}
+        return kept or None
+
+    @field_validator("used_session_context_ids")
+    @classmethod
+    def _context_ids(cls, value: Optional[list[str]]) -> Optional[list[str]]:
+        return value or None
+
+    @field_validator("memify_metadata")
+    @classmethod
+    def _metadata(cls, value: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        return value or None
+
+
+_WS = re.compile(r"\s+")
+
+
+def normalize_content(text: str) -> str:
+    """Lower-case, whitespace-collapsed form used to de-duplicate guidance."""
+    return _WS.sub(" ", text).strip().lower()
+
+
+class SessionContextEntry(BaseModel):
+    """A guidance item (goal, rule, preference, lesson) kept in a session (SPEC §5)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Literal["context"] = "context"
+    id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    section: str
+    context_profile: Literal["qa", "agent"] = "qa"
+    content: str
+    normalized_content: str = ""
+    confidence: float = 0.0
+    created_at: str = ""
+    source_feedback_ids: list[str] = Field(default_factory=list)
+    source_trace_ids: list[str] = Field(default_factory=list)
+    helpful_count: int = 0
+    harmful_count: int = 0
+    priority: int = 0
+    last_served_at: Optional[str] = None
+    embedding: Optional[list[float]] = None
+
+    SECTIONS: ClassVar[dict[str, tuple[str, ...]]] = {"qa": QA_SECTIONS, "agent": AGENT_SECTIONS}
+
+    @field_validator("content")
+    @classmethod
+    def _content(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("content must not be blank")
+        return value[:MAX_CONTEXT_CONTENT_CHARS]
+
+    @field_validator("confidence")
+    @classmethod
+    def _confidence(cls, value: float) -> float:
+        return min(1.0, max(0.0, float(value)))
+
+    @field_validator("helpful_count", "harmful_count", mode="before")
+    @classmethod
+    def _count(cls, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"counts must be non-negative integers, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _section_and_normal_form(self) -> "SessionContextEntry":
+        allowed = self.SECTIONS[self.context_profile]
+        if self.section not in allowed:
+            raise ValueError(f"section {self.section!r} is not valid for profile {self.context_profile!r}; choose from {allowed}")
+        if not self.normalized_content:
+            self.normalized_content = normalize_content(self.content)
+        return self
+
+    @property
+    def usable(self) -> bool:
+        """Served and distillable only when never rated harmful and confidence >= 0.75."""
+        return self.harmful_count == 0 and self.confidence >= 0.75
+
+
+class SessionFeedbackEntry(BaseModel):
+    """What a user's message said about the previous turn (SPEC §5)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Literal["feedback"] = "feedback"
+    id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    created_at: str = ""
+    raw_text: str = ""
+    referenced_qa_ids: list[str] = Field(default_factory=list)
+    referenced_qa_rating: Optional[int] = None
+    influencing_context_ids: list[str] = Field(default_factory=list)
+    candidate_context_entries: list[dict[str, Any]] = Field(default_factory=list)
+
+    @field_validator("referenced_qa_rating", mode="before")
+    @classmethod
+    def _rating(cls, value: Any) -> Optional[int]:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 5:
+            return None
+        return value
+
+
+class User(BaseModel):
+    """A memlab user. Agent users carry the ``parent_user_id`` of the user that owns them."""
+
+    id: uuid.UUID
+    name: str
+    parent_user_id: Optional[uuid.UUID] = None
+    is_default: bool = False
+    created_at: datetime
+
+
+class Dataset(BaseModel):
+    """A named dataset owned by one user."""
+
+    id: uuid.UUID
+    name: str
+    owner_id: uuid.UUID
+    created_at: datetime
+
+
+class RememberResult(BaseModel):
+    """What ``remember()`` stored. ``status`` is ``"session_stored"`` or ``"skipped_blank"``."""
+
+    status: str
+    dataset_id: Optional[uuid.UUID] = None
+    session_id: Optional[str] = None
+    data_ids: list[str] = Field(default_factory=list)
+
+
+class RecallResponse(BaseModel):
+    """Base of every ``recall()`` result; ``source`` says which memory produced it."""
+
+    source: str
+
+
+class SessionRecallResponse(RecallResponse):
+    """A session turn matched by keyword recall; ``matched_tokens`` counts shared query tokens."""
+
+    source: Literal["session"] = "session"
+    session_id: str
+    matched_tokens: int
+    time: str
+    question: str
+    context: str
+    answer: str
+    qa_id: Optional[str] = None
+    feedback_text: Optional[str] = None
+    feedback_score: Optional[int] = None
+    used_graph_element_ids: Optional[dict[str, list[str]]] = None
+    used_session_context_ids: Optional[list[str]] = None
