@@ -1,0 +1,29 @@
+# memlab: `make test` runs the suite against throw-away Redis and PostgreSQL servers.
+SHELL   := /bin/bash
+PY      := .venv/bin/python
+OFFLINE := LITELLM_LOCAL_MODEL_COST_MAP=True LITELLM_OFFLINE_MODE=true HF_HUB_OFFLINE=1
+
+.PHONY: venv demo test bench servers
+
+venv: .venv/.installed
+
+.venv/bin/python:
+	python3 -m venv .venv
+
+# Re-install only when pyproject.toml is newer than the stamp.
+.venv/.installed: pyproject.toml | .venv/bin/python
+	.venv/bin/pip install -q -e '.[dev]'
+	touch $@
+
+demo: venv
+	$(PY) -m memlab demo
+
+test: venv
+	$(OFFLINE) scripts/with-servers.sh $(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: venv
+	scripts/with-servers.sh $(PY) -m memlab bench cache
+
+# A shell with both servers up and MEMLAB_TEST_*_URL exported; they stop when it exits.
+servers:
+	scripts/with-servers.sh $(SHELL)
