@@ -1,1 +1,88 @@
-"""memlab"""
+"""memlab: a Jupyter-first research toolkit for agent memory.
+
+Sessions, caching and recall as strategy components assembled from config into a
+:class:`MemoryStack`. ``import memlab`` is light: the stack, SQLAlchemy and every
+heavy library load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from memlab.exceptions import (
+    BackendError,
+    CacheConnectionError,
+    ConfigError,
+    MemlabError,
+    SessionParameterValidationError,
+    SessionPreconditionError,
+    SessionQAEntryValidationError,
+    StackStateError,
+    ValidationError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendError",
+    "CacheConnectionError",
+    "ConfigError",
+    "Dataset",
+    "MemlabError",
+    "MemoryStack",
+    "RecallResponse",
+    "RememberResult",
+    "SessionContextEntry",
+    "SessionFeedbackEntry",
+    "SessionParameterValidationError",
+    "SessionPreconditionError",
+    "SessionQAEntry",
+    "SessionQAEntryValidationError",
+    "SessionRecallResponse",
+    "StackConfig",
+    "StackStateError",
+    "User",
+    "ValidationError",
+    "recall",
+    "remember",
+]
+
+_LAZY = {
+    "MemoryStack": "memlab.stack",
+    "StackConfig": "memlab.config",
+    "Dataset": "memlab.models",
+    "RecallResponse": "memlab.models",
+    "RememberResult": "memlab.models",
+    "SessionContextEntry": "memlab.models",
+    "SessionFeedbackEntry": "memlab.models",
+    "SessionQAEntry": "memlab.models",
+    "SessionRecallResponse": "memlab.models",
+    "User": "memlab.models",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'memlab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+async def remember(data: Any, **kwargs: Any):
+    """:meth:`MemoryStack.remember` on the default stack (built from the environment)."""
+    from memlab._default import default_stack
+
+    return await (await default_stack()).remember(data, **kwargs)
+
+
+async def recall(query_text: str, query_type: Any = None, **kwargs: Any):
+    """:meth:`MemoryStack.recall` on the default stack (built from the environment)."""
+    from memlab._default import default_stack
+
+    return await (await default_stack()).recall(query_text, query_type, **kwargs)

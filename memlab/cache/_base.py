@@ -72,6 +72,9 @@ _QA_FIELDS = (
 )
 
 
+_QA_LIST = pydantic.TypeAdapter(list[SessionQAEntry])
+
+
 @dataclass(frozen=True)
 class QALog:
     """Change feed of a session's QA turns, for incremental indexes.
@@ -299,11 +302,17 @@ class CacheBackend(abc.ABC):
             raise CacheConnectionError(f"{self.name} cache failed during {op}: {type(exc).__name__}: {exc}") from exc
 
     def _parse_qa(self, payloads: list[str]) -> list[SessionQAEntry]:
+        if not payloads:
+            return []
+        try:
+            return _QA_LIST.validate_json("[" + ",".join(payloads) + "]")
+        except (pydantic.ValidationError, ValueError):
+            pass  # at least one row is unreadable: parse one by one, skipping those
         entries = []
         for payload in payloads:
             try:
                 entries.append(SessionQAEntry.model_validate_json(payload))
-            except pydantic.ValidationError:
+            except (pydantic.ValidationError, ValueError):
                 logger.warning("skipping unreadable session QA row in %s cache", self.name)
         return entries
 

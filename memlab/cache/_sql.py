@@ -5,19 +5,16 @@ from collections.abc import Hashable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import delete, exists, or_, select, tuple_, update
-from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import bindparam, delete, exists, or_, select, tuple_, update
+from sqlalchemy.engine import make_url
 
+from memlab._sqlrun import DB, is_integrity_error
 from memlab.cache._base import CacheBackend, PayloadChange
-from memlab.cache._sql_schema import KIND_TABLES, metadata, qa_entries, session_context, session_state
+from memlab.cache._sql_schema import metadata, qa_entries, session_context, session_state
 from memlab.exceptions import ConfigError, SessionQAEntryValidationError
 
 _DEAD_CURSOR = ("dead",)
-
-
-def _ts(moment: datetime | None) -> float | None:
-    return None if moment is None else moment.timestamp()
+_TABLES = {"qa": qa_entries, "context": session_context}
 
 
 def _dt(stamp: float | None) -> datetime | None:
@@ -28,32 +25,79 @@ def _new_epoch() -> int:
     return secrets.randbits(62)
 
 
-def _dialect_insert(conn: Connection, table):
-    if conn.dialect.name == "postgresql":
+def build_statements(dialect_name: str) -> dict:
+    """Every statement the SQL cache runs, with named bind parameters."""
+    if dialect_name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
-    return insert(table)
 
+    u, s = bindparam("user_id"), bindparam("session_id")
+    st = session_state
+    in_state = (st.c.user_id == u, st.c.session_id == s, st.c.kind == bindparam("kind"))
 
-def _session(table, user_id: str, session_id: str):
-    return (table.c.user_id == user_id, table.c.session_id == session_id)
+    def live(kind: str):
+        return exists().where(
+            st.c.user_id == u,
+            st.c.session_id == s,
+            st.c.kind == kind,
+            or_(st.c.expires_at.is_(None), st.c.expires_at > bindparam("now")),
+        )
 
-
-def _live_state(user_id: str, session_id: str, kind: str, now_ts: float):
-    """EXISTS clause: the kind of this session is alive at ``now_ts``."""
-    return exists().where(
-        *_session(session_state, user_id, session_id),
-        session_state.c.kind == kind,
-        or_(session_state.c.expires_at.is_(None), session_state.c.expires_at > now_ts),
+    stmts = {
+        "state_lock": select(st.c.expires_at, st.c.epoch).where(*in_state).with_for_update(),
+        "state_create": insert(st)
+        .values(user_id=u, session_id=s, kind=bindparam("kind"), expires_at=None, epoch=bindparam("epoch"))
+        .on_conflict_do_nothing(),
+        "state_update": update(st).where(*in_state).values(expires_at=bindparam("expires_at"), epoch=bindparam("epoch")),
+        "state_delete_session": delete(st).where(st.c.user_id == u, st.c.session_id == s),
+        "sweep_state": delete(st).where(st.c.expires_at <= bindparam("now")),
+    }
+    for kind, table in _TABLES.items():
+        key = table.c.qa_id if kind == "qa" else table.c.entry_id
+        mine = (table.c.user_id == u, table.c.session_id == s)
+        dead = select(st.c.user_id, st.c.session_id).where(st.c.kind == kind, st.c.expires_at <= bindparam("now"))
+        stmts.update(
+            {
+                f"{kind}_purge": delete(table).where(*mine),
+                f"{kind}_all": select(table.c.payload).where(*mine, live(kind)).order_by(table.c.seq),
+                f"{kind}_get": select(table.c.seq, table.c.payload).where(*mine, key == bindparam("key")).with_for_update(),
+                f"{kind}_set": update(table).where(table.c.seq == bindparam("seq")).values(payload=bindparam("payload")),
+                f"{kind}_delete": delete(table).where(*mine, key == bindparam("key")),
+                f"{kind}_sweep": delete(table).where(tuple_(table.c.user_id, table.c.session_id).in_(dead)),
+                f"{kind}_prune": delete(table),
+            }
+        )
+    qa = qa_entries
+    mine = (qa.c.user_id == u, qa.c.session_id == s)
+    ctx_insert = insert(session_context).values(
+        user_id=u, session_id=s, entry_id=bindparam("key"), payload=bindparam("payload"), created_at=bindparam("created_at")
     )
+    stmts.update(
+        {
+            "qa_insert": qa.insert().values(
+                user_id=u, session_id=s, qa_id=bindparam("key"), payload=bindparam("payload"), created_at=bindparam("created_at")
+            ),
+            "qa_last_n": select(qa.c.payload).where(*mine, live("qa")).order_by(qa.c.seq.desc()).limit(bindparam("last_n")),
+            "qa_state": select(st.c.expires_at, st.c.epoch).where(
+                st.c.user_id == u, st.c.session_id == s, st.c.kind == "qa"
+            ),
+            "qa_after": select(qa.c.seq, qa.c.payload).where(*mine, qa.c.seq > bindparam("after")).order_by(qa.c.seq),
+            "context_upsert": ctx_insert.on_conflict_do_update(
+                index_elements=["user_id", "session_id", "entry_id"], set_={"payload": ctx_insert.excluded.payload}
+            ),
+        }
+    )
+    return stmts
 
 
 class SQLCache(CacheBackend):
-    """Session cache in SQL tables (SQLite file by default).
+    """Session cache in SQL tables: a SQLite file (default) or PostgreSQL.
 
-    One statement set serves every SQL dialect; see :mod:`memlab._sqlrun` for how
-    each dialect executes it. TTL defaults to ``lazy_slack``.
+    One statement set serves every dialect (:func:`build_statements`); see
+    :mod:`memlab._sqlrun` for how each dialect executes it. Expiry is stored once
+    per (session, kind), so sliding it costs one row write however long the
+    session is. TTL defaults to ``lazy_slack``.
     """
 
     default_ttl_policy = "lazy_slack"
@@ -65,7 +109,7 @@ class SQLCache(CacheBackend):
         if parsed.get_backend_name() != "sqlite":
             raise ConfigError(f"SQLCache supports sqlite URLs in this build, got {parsed.render_as_string(hide_password=True)!r}")
         if not parsed.database or parsed.database == ":memory:":
-            raise ConfigError(f"SQLCache needs a file path, got {url!r}")
+            raise ConfigError(f"SQLCache needs a database file path, got {url!r}")
         self.name = "sqlite"
         self.path = Path(parsed.database)
         self._runner = None
@@ -74,10 +118,10 @@ class SQLCache(CacheBackend):
     async def _open(self) -> None:
         from memlab._sqlrun import SQLiteRunner
 
-        runner = SQLiteRunner(self.path)
+        runner = SQLiteRunner(self.path, build_statements("sqlite"))
         runner.open()
         try:
-            await runner.run(lambda conn: metadata.create_all(conn, checkfirst=True), write=True)
+            await runner.run_ddl(lambda conn: metadata.create_all(conn, checkfirst=True))
         except BaseException:
             await runner.close()
             raise
@@ -85,236 +129,169 @@ class SQLCache(CacheBackend):
 
     async def _close(self) -> None:
         if self._runner is not None:
-            await self._runner.close()
-            self._runner = None
+            runner, self._runner = self._runner, None
+            await runner.close()
 
     async def _run(self, fn, *, write: bool, inline: bool = True):
         if self._runner is None:
             raise RuntimeError(f"{self.name} cache at {self.path} is not open")
         return await self._runner.run(fn, write=write, inline=inline)
 
-    # state helpers (run inside a transaction)
-    def _lock_state(self, conn: Connection, user_id: str, session_id: str, kind: str, *, create: bool):
-        """(expires_at, epoch) of the kind, row-locked; created when missing and ``create``."""
-        query = (
-            select(session_state.c.expires_at, session_state.c.epoch)
-            .where(*_session(session_state, user_id, session_id), session_state.c.kind == kind)
-            .with_for_update()
-        )
-        row = conn.execute(query).first()
+    # state helpers, run inside a transaction
+    def _lock_state(self, db: DB, user_id: str, session_id: str, kind: str, *, create: bool):
+        """``(expires_at, epoch)`` of the kind, row-locked; created when missing and ``create``."""
+        ids = {"user_id": user_id, "session_id": session_id, "kind": kind}
+        row = db.first("state_lock", **ids)
         if row is None and create:
-            stmt = _dialect_insert(conn, session_state).values(
-                user_id=user_id, session_id=session_id, kind=kind, expires_at=None, epoch=_new_epoch()
-            )
-            conn.execute(stmt.on_conflict_do_nothing())
-            row = conn.execute(query).first()
+            db.run("state_create", epoch=_new_epoch(), **ids)
+            row = db.first("state_lock", **ids)
         return row
 
-    def _set_state(self, conn: Connection, user_id: str, session_id: str, kind: str, **values) -> None:
-        conn.execute(
-            update(session_state)
-            .where(*_session(session_state, user_id, session_id), session_state.c.kind == kind)
-            .values(**values)
-        )
-
-    def _prepare_write(self, conn: Connection, user_id: str, session_id: str, kind: str, now: datetime):
-        """Lock (creating) the kind; purge it if dead. Returns the current expiry stamp."""
-        expires_at, _epoch = self._lock_state(conn, user_id, session_id, kind, create=True)
+    def _prepare_write(self, db: DB, user_id: str, session_id: str, kind: str, now: datetime) -> tuple[float | None, int]:
+        """Lock (creating) the kind and purge it when dead. Returns ``(expires_at, epoch)``."""
+        expires_at, epoch = self._lock_state(db, user_id, session_id, kind, create=True)
         if expires_at is not None and expires_at <= now.timestamp():
-            table = KIND_TABLES[kind]
-            conn.execute(delete(table).where(*_session(table, user_id, session_id)))
-            self._set_state(conn, user_id, session_id, kind, expires_at=None, epoch=_new_epoch())
-            expires_at = None
-        return expires_at
+            db.run(f"{kind}_purge", user_id=user_id, session_id=session_id)
+            expires_at, epoch = None, _new_epoch()
+            db.run("state_update", user_id=user_id, session_id=session_id, kind=kind, expires_at=None, epoch=epoch)
+        return expires_at, epoch
 
-    def _live_stamp(self, conn: Connection, user_id: str, session_id: str, kind: str, now: datetime):
-        """The locked state row when the kind is alive, else None."""
-        row = self._lock_state(conn, user_id, session_id, kind, create=False)
-        if row is None or not self.ttl.is_live(_dt(row.expires_at), now):
+    def _live_state(self, db: DB, user_id: str, session_id: str, kind: str, now: datetime):
+        row = self._lock_state(db, user_id, session_id, kind, create=False)
+        if row is None or not self.ttl.is_live(_dt(row[0]), now):
             return None
         return row
 
-    def _after_change(self, conn, user_id, session_id, kind, expires_at, now, *, bump: bool) -> None:
-        values = {}
-        if self.ttl.needs_restamp(_dt(expires_at), now):
-            values["expires_at"] = _ts(self.ttl.expiry_after_write(now))
-        if bump:
-            values["epoch"] = _new_epoch()
-        if values:
-            self._set_state(conn, user_id, session_id, kind, **values)
+    def _after_change(self, db: DB, user_id, session_id, kind, state, now, *, bump: bool) -> None:
+        expires_at, epoch = state
+        restamp = self.ttl.needs_restamp(_dt(expires_at), now)
+        if restamp or bump:
+            db.run(
+                "state_update",
+                user_id=user_id,
+                session_id=session_id,
+                kind=kind,
+                expires_at=self.ttl.expiry_after_write(now).timestamp() if restamp else expires_at,
+                epoch=_new_epoch() if bump else epoch,
+            )
 
     # QA
     async def _append_qa(self, user_id, session_id, qa_id, payload, now):
-        def work(conn: Connection) -> None:
-            expires_at = self._prepare_write(conn, user_id, session_id, "qa", now)
-            conn.execute(
-                qa_entries.insert().values(
-                    user_id=user_id, session_id=session_id, qa_id=qa_id, payload=payload, created_at=now.timestamp()
-                )
-            )
-            self._after_change(conn, user_id, session_id, "qa", expires_at, now, bump=False)
+        def work(db: DB) -> None:
+            state = self._prepare_write(db, user_id, session_id, "qa", now)
+            db.run("qa_insert", user_id=user_id, session_id=session_id, key=qa_id, payload=payload, created_at=now.timestamp())
+            self._after_change(db, user_id, session_id, "qa", state, now, bump=False)
 
         try:
             await self._run(work, write=True)
-        except IntegrityError:
-            raise SessionQAEntryValidationError(f"qa_id {qa_id!r} already exists in this session") from None
+        except Exception as exc:
+            if is_integrity_error(exc):
+                raise SessionQAEntryValidationError(f"qa_id {qa_id!r} already exists in this session") from None
+            raise
 
     async def _read_qa(self, user_id, session_id, last_n, now):
-        query = (
-            select(qa_entries.c.payload)
-            .where(*_session(qa_entries, user_id, session_id), _live_state(user_id, session_id, "qa", now.timestamp()))
-            .order_by(qa_entries.c.seq.desc())
-        )
-        if last_n is not None:
-            query = query.limit(last_n)
-        rows = await self._run(lambda conn: conn.execute(query).scalars().all(), write=False)
-        return rows[::-1]
+        ids = {"user_id": user_id, "session_id": session_id, "now": now.timestamp()}
+        if last_n is None:
+            rows = await self._run(lambda db: db.rows("qa_all", **ids), write=False)
+            return [row[0] for row in rows]
+        rows = await self._run(lambda db: db.rows("qa_last_n", last_n=last_n, **ids), write=False)
+        return [row[0] for row in reversed(rows)]
 
     async def _read_qa_log(self, user_id, session_id, cursor: Hashable | None, now):
-        def work(conn: Connection):
-            state = conn.execute(
-                select(session_state.c.expires_at, session_state.c.epoch).where(
-                    *_session(session_state, user_id, session_id), session_state.c.kind == "qa"
-                )
-            ).first()
-            if state is None or not self.ttl.is_live(_dt(state.expires_at), now):
+        def work(db: DB):
+            state = db.first("qa_state", user_id=user_id, session_id=session_id)
+            if state is None or not self.ttl.is_live(_dt(state[0]), now):
                 return _DEAD_CURSOR, [], True
-            incremental = isinstance(cursor, tuple) and len(cursor) == 2 and cursor[0] == state.epoch
-            query = select(qa_entries.c.seq, qa_entries.c.payload).where(*_session(qa_entries, user_id, session_id))
-            if incremental:
-                query = query.where(qa_entries.c.seq > cursor[1])
-            rows = conn.execute(query.order_by(qa_entries.c.seq)).all()
-            last_seq = rows[-1].seq if rows else (cursor[1] if incremental else 0)
-            return (state.epoch, last_seq), [row.payload for row in rows], not incremental
+            epoch = state[1]
+            incremental = isinstance(cursor, tuple) and len(cursor) == 2 and cursor[0] == epoch
+            after = cursor[1] if incremental else -1
+            rows = db.rows("qa_after", user_id=user_id, session_id=session_id, after=after)
+            last_seq = rows[-1][0] if rows else max(after, 0)
+            return (epoch, last_seq), [row[1] for row in rows], not incremental
 
         return await self._run(work, write=False)
 
-    async def _modify_qa(self, user_id, session_id, qa_id, change: PayloadChange, now):
-        def work(conn: Connection) -> bool:
-            state = self._live_stamp(conn, user_id, session_id, "qa", now)
+    async def _modify(self, kind, user_id, session_id, key, change: PayloadChange, now) -> bool:
+        def work(db: DB) -> bool:
+            state = self._live_state(db, user_id, session_id, kind, now)
             if state is None:
                 return False
-            row = conn.execute(
-                select(qa_entries.c.seq, qa_entries.c.payload)
-                .where(*_session(qa_entries, user_id, session_id), qa_entries.c.qa_id == qa_id)
-                .with_for_update()
-            ).first()
+            row = db.first(f"{kind}_get", user_id=user_id, session_id=session_id, key=key)
             if row is None:
                 return False
-            new = change(row.payload)
+            new = change(row[1])
             if new is not None:
-                conn.execute(update(qa_entries).where(qa_entries.c.seq == row.seq).values(payload=new))
-            self._after_change(conn, user_id, session_id, "qa", state.expires_at, now, bump=new is not None)
+                db.run(f"{kind}_set", seq=row[0], payload=new)
+            self._after_change(db, user_id, session_id, kind, state, now, bump=kind == "qa" and new is not None)
             return True
 
         return await self._run(work, write=True)
 
+    async def _modify_qa(self, user_id, session_id, qa_id, change, now):
+        return await self._modify("qa", user_id, session_id, qa_id, change, now)
+
     async def _delete_qa(self, user_id, session_id, qa_id, now):
-        def work(conn: Connection) -> bool:
-            state = self._live_stamp(conn, user_id, session_id, "qa", now)
-            if state is None:
+        def work(db: DB) -> bool:
+            state = self._live_state(db, user_id, session_id, "qa", now)
+            if state is None or not db.run("qa_delete", user_id=user_id, session_id=session_id, key=qa_id):
                 return False
-            deleted = conn.execute(
-                delete(qa_entries).where(*_session(qa_entries, user_id, session_id), qa_entries.c.qa_id == qa_id)
-            ).rowcount
-            if deleted:
-                self._after_change(conn, user_id, session_id, "qa", state.expires_at, now, bump=True)
-            return bool(deleted)
+            self._after_change(db, user_id, session_id, "qa", state, now, bump=True)
+            return True
 
         return await self._run(work, write=True)
 
     # context
     async def _upsert_context(self, user_id, session_id, entry_id, payload, now):
-        def work(conn: Connection) -> None:
-            expires_at = self._prepare_write(conn, user_id, session_id, "context", now)
-            stmt = _dialect_insert(conn, session_context).values(
-                user_id=user_id, session_id=session_id, entry_id=entry_id, payload=payload, created_at=now.timestamp()
+        def work(db: DB) -> None:
+            state = self._prepare_write(db, user_id, session_id, "context", now)
+            db.run(
+                "context_upsert", user_id=user_id, session_id=session_id, key=entry_id, payload=payload, created_at=now.timestamp()
             )
-            conn.execute(
-                stmt.on_conflict_do_update(
-                    index_elements=["user_id", "session_id", "entry_id"], set_={"payload": stmt.excluded.payload}
-                )
-            )
-            self._after_change(conn, user_id, session_id, "context", expires_at, now, bump=False)
+            self._after_change(db, user_id, session_id, "context", state, now, bump=False)
 
         await self._run(work, write=True)
 
     async def _read_context(self, user_id, session_id, now):
-        query = (
-            select(session_context.c.payload)
-            .where(
-                *_session(session_context, user_id, session_id),
-                _live_state(user_id, session_id, "context", now.timestamp()),
-            )
-            .order_by(session_context.c.seq)
-        )
-        return await self._run(lambda conn: conn.execute(query).scalars().all(), write=False)
+        ids = {"user_id": user_id, "session_id": session_id, "now": now.timestamp()}
+        rows = await self._run(lambda db: db.rows("context_all", **ids), write=False)
+        return [row[0] for row in rows]
 
     async def _modify_context(self, user_id, session_id, entry_id, change, now):
-        def work(conn: Connection) -> bool:
-            state = self._live_stamp(conn, user_id, session_id, "context", now)
-            if state is None:
-                return False
-            row = conn.execute(
-                select(session_context.c.seq, session_context.c.payload)
-                .where(*_session(session_context, user_id, session_id), session_context.c.entry_id == entry_id)
-                .with_for_update()
-            ).first()
-            if row is None:
-                return False
-            new = change(row.payload)
-            if new is not None:
-                conn.execute(update(session_context).where(session_context.c.seq == row.seq).values(payload=new))
-            self._after_change(conn, user_id, session_id, "context", state.expires_at, now, bump=False)
-            return True
-
-        return await self._run(work, write=True)
+        return await self._modify("context", user_id, session_id, entry_id, change, now)
 
     async def _delete_context(self, user_id, session_id, entry_id, now):
-        def work(conn: Connection) -> bool:
-            if self._live_stamp(conn, user_id, session_id, "context", now) is None:
+        def work(db: DB) -> bool:
+            if self._live_state(db, user_id, session_id, "context", now) is None:
                 return False
-            return bool(
-                conn.execute(
-                    delete(session_context).where(
-                        *_session(session_context, user_id, session_id), session_context.c.entry_id == entry_id
-                    )
-                ).rowcount
-            )
+            return bool(db.run("context_delete", user_id=user_id, session_id=session_id, key=entry_id))
 
         return await self._run(work, write=True)
 
     # session / maintenance
     async def _delete_session(self, user_id, session_id, now):
-        def work(conn: Connection) -> bool:
+        def work(db: DB) -> bool:
             existed = False
-            for kind, table in KIND_TABLES.items():
-                live = self._live_stamp(conn, user_id, session_id, kind, now) is not None
-                removed = conn.execute(delete(table).where(*_session(table, user_id, session_id))).rowcount
+            for kind in _TABLES:
+                live = self._live_state(db, user_id, session_id, kind, now) is not None
+                removed = db.run(f"{kind}_purge", user_id=user_id, session_id=session_id)
                 existed = existed or (live and removed > 0)
-            conn.execute(delete(session_state).where(*_session(session_state, user_id, session_id)))
+            db.run("state_delete_session", user_id=user_id, session_id=session_id)
             return existed
 
         return await self._run(work, write=True)
 
     async def _sweep(self, now):
-        now_ts = now.timestamp()
-
-        def work(conn: Connection) -> int:
-            removed = 0
-            for kind, table in KIND_TABLES.items():
-                dead = select(session_state.c.user_id, session_state.c.session_id).where(
-                    session_state.c.kind == kind, session_state.c.expires_at <= now_ts
-                )
-                removed += conn.execute(delete(table).where(tuple_(table.c.user_id, table.c.session_id).in_(dead))).rowcount
-            conn.execute(delete(session_state).where(session_state.c.expires_at <= now_ts))
+        def work(db: DB) -> int:
+            removed = sum(db.run(f"{kind}_sweep", now=now.timestamp()) for kind in _TABLES)
+            db.run("sweep_state", now=now.timestamp())
             return removed
 
         return await self._run(work, write=True, inline=False)
 
     async def _prune(self):
-        def work(conn: Connection) -> None:
-            for table in (qa_entries, session_context, session_state):
-                conn.execute(delete(table))
+        def work(db: DB) -> None:
+            for kind in _TABLES:
+                db.run(f"{kind}_prune")
+            db.raw("DELETE FROM cache_session_state")
 
         await self._run(work, write=True, inline=False)

@@ -1,0 +1,234 @@
+"""Configuration: :class:`StackConfig` and the only place names become classes.
+
+``StackConfig`` has one nested section per strategy family. Build it directly,
+or from the environment with :meth:`StackConfig.from_env`, which honours the
+seeds' variables with their defaults (names are case-insensitive)::
+
+    CACHING=true  CACHE_BACKEND=sqlite  CACHE_DB_URL=  CACHE_PURGE_INTERVAL_SECONDS=900
+    CACHE_HOST=localhost CACHE_PORT=6379 CACHE_USERNAME= CACHE_PASSWORD= CACHE_SSL=false
+    CACHE_SSL_CERT_REQS=required  SESSION_TTL_SECONDS=604800  SESSION_SEARCH_MODE=concurrent
+    AUTO_FEEDBACK=true  SESSION_ABANDON_AFTER_SECONDS=1800  MEMLAB_TTL_POLICY=auto
+    MEMLAB_DATA_ROOT=./.memlab
+
+An unknown strategy name raises :class:`~memlab.exceptions.ConfigError` listing
+the valid ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from memlab.exceptions import ConfigError
+
+__all__ = [
+    "AnalysisConfig",
+    "CACHE_BACKENDS",
+    "CacheConfig",
+    "SessionConfig",
+    "StackConfig",
+    "TTL_POLICIES",
+    "TTLConfig",
+    "build_cache_backend",
+    "build_ttl_policy",
+]
+
+#: config name -> "module:Class" of each cache backend
+CACHE_BACKENDS: dict[str, str] = {
+    "memory": "memlab.cache._memory:MemoryCache",
+    "sqlite": "memlab.cache._sql:SQLCache",
+}
+
+#: config name -> "module:Class" of each TTL policy ("auto" picks the backend's default)
+TTL_POLICIES: dict[str, str] = {
+    "sliding": "memlab.ttl._sliding:SlidingTTL",
+    "lazy_slack": "memlab.ttl._lazy_slack:LazySlackTTL",
+    "none": "memlab.ttl._none:NoTTL",
+}
+
+
+def _choice(kind: str, value: str, choices: Mapping[str, Any]) -> str:
+    if value not in choices:
+        raise ConfigError(f"unknown {kind} {value!r}; choose from {', '.join(sorted(choices))}")
+    return value
+
+
+def _load(target: str) -> type:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class CacheConfig(_Section):
+    """Session cache: on/off, which backend, and how to reach it."""
+
+    enabled: bool = True
+    backend: str = "sqlite"
+    db_url: Optional[str] = None
+    purge_interval_seconds: float = 900.0
+    host: str = "localhost"
+    port: int = 6379
+    username: Optional[str] = None
+    password: Optional[SecretStr] = None
+    ssl: bool = False
+    ssl_cert_reqs: Literal["required", "optional", "none"] = "required"
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        return _choice("cache backend", value, CACHE_BACKENDS)
+
+
+class TTLConfig(_Section):
+    """Session expiry. ``seconds`` 0/None disables expiry (policy ``none``)."""
+
+    policy: str = "auto"
+    seconds: Optional[float] = 604800.0
+    slack: float = Field(0.05, ge=0.0, lt=1.0)
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, value: str) -> str:
+        return _choice("ttl policy", value, {"auto": None, **TTL_POLICIES})
+
+    @field_validator("seconds")
+    @classmethod
+    def _non_negative(cls, value: Optional[float]) -> Optional[float]:
+        if value is not None and value < 0:
+            raise ValueError(f"ttl seconds must be >= 0, got {value}")
+        return value
+
+
+class SessionConfig(_Section):
+    """Session layer settings."""
+
+    abandon_after_seconds: float = 1800.0
+    default_session_id: str = "default_session"
+
+
+class AnalysisConfig(_Section):
+    """Turn analysis: ``search_mode`` (SESSION_SEARCH_MODE) and ``auto_feedback`` (AUTO_FEEDBACK)."""
+
+    search_mode: Literal["concurrent", "sequential"] = "concurrent"
+    auto_feedback: bool = True
+
+
+class StackConfig(_Section):
+    """Everything a :class:`~memlab.MemoryStack` is assembled from."""
+
+    data_root: Path = Path(".memlab")
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+    ttl: TTLConfig = Field(default_factory=TTLConfig)
+    session: SessionConfig = Field(default_factory=SessionConfig)
+    analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "StackConfig":
+        """Build from environment variables (``os.environ`` by default)."""
+        env = {key.upper(): value for key, value in (os.environ if environ is None else environ).items()}
+        reader = _EnvReader(env)
+        ttl_seconds = reader.number("SESSION_TTL_SECONDS", 604800.0)
+        try:
+            return cls(
+                data_root=Path(env.get("MEMLAB_DATA_ROOT") or ".memlab"),
+                cache=CacheConfig(
+                    enabled=reader.flag("CACHING", True),
+                    backend=env.get("CACHE_BACKEND", "sqlite").strip().lower() or "sqlite",
+                    db_url=env.get("CACHE_DB_URL") or None,
+                    purge_interval_seconds=reader.number("CACHE_PURGE_INTERVAL_SECONDS", 900.0),
+                    host=env.get("CACHE_HOST") or "localhost",
+                    port=int(reader.number("CACHE_PORT", 6379)),
+                    username=env.get("CACHE_USERNAME") or None,
+                    password=env.get("CACHE_PASSWORD") or None,
+                    ssl=reader.flag("CACHE_SSL", False),
+                    ssl_cert_reqs=(env.get("CACHE_SSL_CERT_REQS") or "required").strip().lower(),
+                ),
+                ttl=TTLConfig(policy=(env.get("MEMLAB_TTL_POLICY") or "auto").strip().lower(), seconds=ttl_seconds),
+                session=SessionConfig(abandon_after_seconds=reader.abandon_after()),
+                analysis=AnalysisConfig(
+                    search_mode=(env.get("SESSION_SEARCH_MODE") or "concurrent").strip().lower(),
+                    auto_feedback=reader.flag("AUTO_FEEDBACK", True),
+                ),
+            )
+        except ConfigError:
+            raise
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            raise ConfigError(f"invalid memlab configuration from the environment: {exc}") from None
+
+    @property
+    def cache_path(self) -> Path:
+        """The default SQLite cache file: ``{data_root}/cache.db``."""
+        return self.data_root / "cache.db"
+
+
+class _EnvReader:
+    _TRUE = {"1", "true", "yes", "on"}
+    _FALSE = {"0", "false", "no", "off"}
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+
+    def flag(self, name: str, default: bool) -> bool:
+        raw = self.env.get(name)
+        if raw is None or not raw.strip():
+            return default
+        value = raw.strip().lower()
+        if value in self._TRUE:
+            return True
+        if value in self._FALSE:
+            return False
+        raise ConfigError(f"{name} must be true or false, got {raw!r}")
+
+    def number(self, name: str, default: float) -> float:
+        raw = self.env.get(name)
+        if raw is None or not raw.strip():
+            return default
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+
+    def abandon_after(self) -> float:
+        """SESSION_ABANDON_AFTER_SECONDS: invalid or empty falls back to 1800 (seed rule)."""
+        try:
+            value = float(self.env.get("SESSION_ABANDON_AFTER_SECONDS", "1800"))
+        except ValueError:
+            return 1800.0
+        return value if value > 0 else 1800.0
+
+
+def build_ttl_policy(config: StackConfig):
+    """The TTL policy instance the config names (``auto``: the backend's default)."""
+    ttl = config.ttl
+    if not ttl.seconds:
+        name = "none"
+    elif ttl.policy == "auto":
+        name = _load(CACHE_BACKENDS[config.cache.backend]).default_ttl_policy
+    else:
+        name = ttl.policy
+    cls = _load(TTL_POLICIES[name])
+    if name == "lazy_slack":
+        return cls(ttl.seconds, slack=ttl.slack)
+    return cls(ttl.seconds)
+
+
+def build_cache_backend(config: StackConfig, clock):
+    """The cache backend the config names, or None when caching is off."""
+    cache = config.cache
+    if not cache.enabled:
+        return None
+    cls = _load(CACHE_BACKENDS[cache.backend])
+    common = {"ttl": build_ttl_policy(config), "clock": clock, "purge_interval_seconds": cache.purge_interval_seconds}
+    if cache.backend == "memory":
+        return cls(**common)
+    if cache.backend == "sqlite":
+        return cls(cache.db_url or f"sqlite:///{config.cache_path}", **common)
+    raise ConfigError(f"cache backend {cache.backend!r} has no builder")  # pragma: no cover - registry and builders agree

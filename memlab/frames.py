@@ -1,0 +1,50 @@
+"""pandas exports. pandas is imported only when a frame is built."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+
+if TYPE_CHECKING:
+    import pandas
+
+    from memlab.stack import MemoryStack
+
+
+def to_frame(rows: Iterable[pydantic.BaseModel | dict[str, Any]], columns: list[str] | None = None) -> "pandas.DataFrame":
+    """A DataFrame with one row per model (or dict); ``columns`` fixes the columns of an empty result."""
+    import pandas as pd
+
+    records = [row.model_dump() if isinstance(row, pydantic.BaseModel) else dict(row) for row in rows]
+    frame = pd.DataFrame.from_records(records)
+    if columns is not None and frame.empty:
+        return pd.DataFrame(columns=columns)
+    return frame
+
+
+class Frames:
+    """``stack.frames``: coroutines returning DataFrames of what the stack stores."""
+
+    def __init__(self, stack: "MemoryStack") -> None:
+        self._stack = stack
+
+    async def entries(self, session_id: str | None = None, *, last_n: int | None = None, user: Any = None) -> "pandas.DataFrame":
+        """One row per session turn, oldest first (``time`` parsed to a UTC timestamp)."""
+        from memlab.models import SessionQAEntry
+
+        rows = await self._stack.session.get_session(session_id=session_id, last_n=last_n, user=user)
+        frame = to_frame(rows, columns=list(SessionQAEntry.model_fields))
+        if not frame.empty:
+            import pandas as pd
+
+            frame["time"] = pd.to_datetime(frame["time"], utc=True, format="ISO8601")
+        return frame
+
+    async def context(self, session_id: str | None = None, *, user: Any = None) -> "pandas.DataFrame":
+        """One row per session-context row (guidance, feedback, watermarks), first-insert order."""
+        stack = self._stack
+        user_id, session = await stack.session._scope(session_id, user)
+        rows = await stack.session_manager.get_context_entries(user_id, session_id=session)
+        return to_frame(rows, columns=["id", "kind"])

@@ -1,0 +1,46 @@
+"""Session layer: :class:`SessionManager`, the keyword tokenizer, and the module-level session API.
+
+``memlab.session.get_session / add_feedback / delete_feedback`` act on the default
+stack (built from the environment), like cognee's ``cognee.session.*``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memlab.models import SessionQAEntry
+from memlab.session._keyword import KeywordIndex, tokenize
+from memlab.session._manager import HISTORY_LAST_N, SessionManager
+
+__all__ = [
+    "HISTORY_LAST_N",
+    "KeywordIndex",
+    "SessionManager",
+    "add_feedback",
+    "delete_feedback",
+    "get_session",
+    "tokenize",
+]
+
+
+async def get_session(session_id: str | None = None, last_n: int | None = None, user: Any = None) -> list[SessionQAEntry]:
+    """``stack.session.get_session`` on the default stack."""
+    from memlab._default import default_stack
+
+    return await (await default_stack()).session.get_session(session_id=session_id, last_n=last_n, user=user)
+
+
+async def add_feedback(
+    session_id: str | None, qa_id: str, feedback_text: str | None = None, feedback_score: int | None = None, user: Any = None
+) -> bool:
+    """``stack.session.add_feedback`` on the default stack."""
+    from memlab._default import default_stack
+
+    return await (await default_stack()).session.add_feedback(session_id, qa_id, feedback_text, feedback_score, user)
+
+
+async def delete_feedback(session_id: str | None, qa_id: str, user: Any = None) -> bool:
+    """``stack.session.delete_feedback`` on the default stack."""
+    from memlab._default import default_stack
+
+    return await (await default_stack()).session.delete_feedback(session_id, qa_id, user)

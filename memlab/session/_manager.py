@@ -1,0 +1,273 @@
+"""SessionManager: one session layer over a cache backend (SPEC §4).
+
+Every method validates its ids first (a bad id raises
+:class:`~memlab.exceptions.SessionParameterValidationError` whatever the cache
+state). After that the manager fails open: with caching off or the backend
+unreachable, reads return ``[]`` / ``""`` and writes ``None`` / ``False``, and a
+warning is logged; nothing raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import pydantic
+
+from memlab.cache._base import CacheBackend
+from memlab.exceptions import BackendError, SessionParameterValidationError, SessionQAEntryValidationError
+from memlab.models import SessionContextEntry, SessionFeedbackEntry, SessionQAEntry
+from memlab.session._keyword import KeywordIndex
+
+logger = logging.getLogger("memlab.session")
+T = TypeVar("T")
+
+#: Turns of conversation history given to the LLM: fixed, as in the seeds.
+HISTORY_LAST_N = 10
+
+
+def _check_id(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value)
+    if not text.strip():
+        raise SessionParameterValidationError(f"{name} must not be blank, got {value!r}")
+    return text
+
+
+def _check_last_n(last_n: Any) -> None:
+    if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
+        raise SessionParameterValidationError(f"last_n must be an int >= 1 or None, got {last_n!r}")
+
+
+def _check_dataset_id(dataset_id: Any) -> uuid.UUID | None:
+    if dataset_id is not None and not isinstance(dataset_id, uuid.UUID):
+        raise SessionParameterValidationError(f"dataset_id must be a uuid.UUID or None, got {dataset_id!r}")
+    return dataset_id
+
+
+class SessionManager:
+    """Session reads and writes for one cache backend (or None: caching off)."""
+
+    def __init__(
+        self,
+        cache: CacheBackend | None,
+        *,
+        default_session_id: str = "default_session",
+        dataset_id: uuid.UUID | None = None,
+        index_capacity: int = 256,
+    ) -> None:
+        self.cache = cache
+        self.default_session_id = default_session_id
+        self.dataset_id = _check_dataset_id(dataset_id)
+        self._indexes: OrderedDict[tuple[str, str], KeywordIndex] = OrderedDict()
+        self._index_capacity = index_capacity
+
+    @property
+    def available(self) -> bool:
+        """True when a cache backend is configured (it may still be unreachable)."""
+        return self.cache is not None
+
+    def resolve_session_id(self, session_id: str | None = None, dataset_id: uuid.UUID | None = None) -> str:
+        """``session_id`` verbatim; else ``default_session_<dataset_id>``; else ``default_session``."""
+        session_id = _check_id("session_id", session_id)
+        if session_id is not None:
+            return session_id
+        dataset_id = _check_dataset_id(dataset_id) or self.dataset_id
+        return f"{self.default_session_id}_{dataset_id}" if dataset_id else self.default_session_id
+
+    def _ids(self, user_id: Any, session_id: str | None, dataset_id: uuid.UUID | None = None) -> tuple[str, str]:
+        user = _check_id("user_id", user_id)
+        if user is None:
+            raise SessionParameterValidationError("user_id is required")
+        return user, self.resolve_session_id(session_id, dataset_id)
+
+    async def _fail_open(self, op: str, default: T, fn: Callable[[CacheBackend], Awaitable[T]]) -> T:
+        if self.cache is None:
+            return default
+        try:
+            await self.cache.open()
+            return await fn(self.cache)
+        except BackendError as exc:
+            logger.warning("session %s failed open (returning %r): %s", op, default, exc)
+            return default
+
+    # -- QA turns ------------------------------------------------------------------
+
+    async def add_qa(
+        self,
+        user_id: Any,
+        question: str,
+        answer: str,
+        *,
+        context: str = "",
+        session_id: str | None = None,
+        dataset_id: uuid.UUID | None = None,
+        used_graph_element_ids: dict[str, list[str]] | None = None,
+        used_session_context_ids: list[str] | None = None,
+    ) -> str | None:
+        """Store one turn; returns its ``qa_id`` (None when the cache is unavailable)."""
+        user, session = self._ids(user_id, session_id, dataset_id)
+
+        async def write(cache: CacheBackend) -> str:
+            entry = await cache.create_qa_entry(
+                user,
+                session,
+                question=question,
+                context=context,
+                answer=answer,
+                used_graph_element_ids=used_graph_element_ids,
+                used_session_context_ids=used_session_context_ids,
+            )
+            return entry.qa_id
+
+        return await self._fail_open("add_qa", None, write)
+
+    async def get_session(
+        self,
+        user_id: Any,
+        last_n: int | None = None,
+        formatted: bool = False,
+        session_id: str | None = None,
+        include_context: bool = True,
+        dataset_id: uuid.UUID | None = None,
+    ) -> list[SessionQAEntry] | str:
+        """The session's turns, oldest first (the last ``last_n`` when given), or their formatted text."""
+        _check_last_n(last_n)
+        user, session = self._ids(user_id, session_id, dataset_id)
+        entries = await self._fail_open("get_session", [], lambda cache: cache.get_latest_qa_entries(user, session, last_n))
+        if formatted:
+            return self.format_entries(entries, include_context=include_context)
+        return entries
+
+    async def get_history(self, user_id: Any, session_id: str | None = None, dataset_id: uuid.UUID | None = None) -> str:
+        """The LLM's conversation history: the last 10 turns, formatted without CONTEXT lines."""
+        return await self.get_session(
+            user_id, last_n=HISTORY_LAST_N, formatted=True, session_id=session_id, include_context=False, dataset_id=dataset_id
+        )
+
+    @staticmethod
+    def format_entries(entries: Iterable[SessionQAEntry | Mapping[str, Any]], include_context: bool = True) -> str:
+        """Render turns as the "Previous conversation" prompt block; ``""`` for no turns."""
+        parts = []
+        for entry in entries:
+            row = entry.model_dump() if isinstance(entry, SessionQAEntry) else dict(entry)
+            block = f"[{row.get('time') or 'Unknown time'}]\nQUESTION: {row.get('question') or ''}\n"
+            if include_context:
+                block += f"CONTEXT: {row.get('context') or ''}\n"
+            block += f"ANSWER: {row.get('answer') or ''}\n\n"
+            parts.append(block)
+        return "Previous conversation:\n\n" + "".join(parts) if parts else ""
+
+    async def update_qa(self, user_id: Any, qa_id: str, session_id: str | None = None, **fields: Any) -> bool:
+        """Partial update of a turn (None keeps a field). False when absent or the cache is unavailable."""
+        qa = _check_id("qa_id", qa_id)
+        user, session = self._ids(user_id, session_id)
+        return await self._fail_open("update_qa", False, lambda cache: cache.update_qa_entry(user, session, qa, **fields))
+
+    async def add_feedback(
+        self,
+        user_id: Any,
+        qa_id: str,
+        feedback_text: str | None = None,
+        feedback_score: int | None = None,
+        session_id: str | None = None,
+    ) -> bool:
+        """Attach feedback to a turn and mark its feedback weights unapplied.
+
+        A score outside 1..5 raises ``SessionQAEntryValidationError``; an unknown
+        ``qa_id`` returns False.
+        """
+        if feedback_score is not None and (isinstance(feedback_score, bool) or feedback_score not in range(1, 6)):
+            raise SessionQAEntryValidationError(f"feedback_score must be an integer from 1 to 5, got {feedback_score!r}")
+        return await self.update_qa(
+            user_id,
+            qa_id,
+            session_id=session_id,
+            feedback_text=feedback_text,
+            feedback_score=feedback_score,
+            memify_metadata={"feedback_weights_applied": False},
+        )
+
+    async def delete_feedback(self, user_id: Any, qa_id: str, session_id: str | None = None) -> bool:
+        """Clear a turn's feedback; True whenever the turn exists."""
+        qa = _check_id("qa_id", qa_id)
+        user, session = self._ids(user_id, session_id)
+        return await self._fail_open("delete_feedback", False, lambda cache: cache.delete_feedback(user, session, qa))
+
+    async def delete_qa(self, user_id: Any, qa_id: str, session_id: str | None = None) -> bool:
+        qa = _check_id("qa_id", qa_id)
+        user, session = self._ids(user_id, session_id)
+        return await self._fail_open("delete_qa", False, lambda cache: cache.delete_qa_entry(user, session, qa))
+
+    async def delete_session(self, user_id: Any, session_id: str | None = None) -> bool:
+        user, session = self._ids(user_id, session_id)
+        return await self._fail_open("delete_session", False, lambda cache: cache.delete_session(user, session))
+
+    # -- session context -------------------------------------------------------------
+
+    async def add_context_entry(
+        self,
+        user_id: Any,
+        entry: SessionContextEntry | SessionFeedbackEntry | Mapping[str, Any],
+        session_id: str | None = None,
+    ) -> str | None:
+        """Upsert a guidance/feedback entry by id; returns the id (None when unavailable)."""
+        user, session = self._ids(user_id, session_id)
+        payload = entry.model_dump(mode="json") if isinstance(entry, pydantic.BaseModel) else dict(entry)
+        return await self._fail_open(
+            "add_context_entry", None, lambda cache: cache.create_session_context_entry(user, session, payload)
+        )
+
+    async def get_context_entries(self, user_id: Any, session_id: str | None = None, *, raise_on_error: bool = False) -> list[dict]:
+        """Every live context row (all kinds), first-insert order."""
+        user, session = self._ids(user_id, session_id)
+        if raise_on_error and self.cache is not None:
+            await self.cache.open()
+            return await self.cache.get_session_context_entries(user, session)
+        return await self._fail_open("get_context_entries", [], lambda cache: cache.get_session_context_entries(user, session))
+
+    async def update_context_entry(self, user_id: Any, entry_id: str, changes: Mapping[str, Any], session_id: str | None = None) -> bool:
+        entry = _check_id("entry_id", entry_id)
+        user, session = self._ids(user_id, session_id)
+        return await self._fail_open(
+            "update_context_entry", False, lambda cache: cache.update_session_context_entry(user, session, entry, dict(changes))
+        )
+
+    async def delete_context_entry(self, user_id: Any, entry_id: str, session_id: str | None = None) -> bool:
+        entry = _check_id("entry_id", entry_id)
+        user, session = self._ids(user_id, session_id)
+        return await self._fail_open(
+            "delete_context_entry", False, lambda cache: cache.delete_session_context_entry(user, session, entry)
+        )
+
+    # -- keyword recall ----------------------------------------------------------------
+
+    async def search(self, user_id: Any, query: str, session_id: str | None = None, top_k: int = 15) -> list[tuple[SessionQAEntry, int]]:
+        """Keyword recall over the session: ``(turn, matched token count)``, best first (SPEC §9.2)."""
+        user, session = self._ids(user_id, session_id)
+
+        async def run(cache: CacheBackend) -> list[tuple[SessionQAEntry, int]]:
+            index = self._index_for(user, session)
+            while True:  # another coroutine may refresh the index while we wait
+                base = index.cursor
+                log = await cache.read_qa_log(user, session, base)
+                if index.cursor == base:
+                    index.apply(log)
+                    return index.search(query, top_k)
+
+        return await self._fail_open("search", [], run)
+
+    def _index_for(self, user: str, session: str) -> KeywordIndex:
+        key = (user, session)
+        index = self._indexes.get(key)
+        if index is None:
+            index = self._indexes[key] = KeywordIndex()
+            if len(self._indexes) > self._index_capacity:
+                self._indexes.popitem(last=False)
+        else:
+            self._indexes.move_to_end(key)
+        return index
