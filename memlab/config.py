@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Optional
 
+import pydantic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from memlab.exceptions import ConfigError
@@ -63,8 +64,26 @@ def _load(target: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
+def _describe(exc: pydantic.ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, err['loc'])) or 'config'}: {err['msg']} (got {err.get('input')!r})" for err in exc.errors())
+
+
 class _Section(BaseModel):
+    """Config base: every invalid value raises ConfigError naming the field and value."""
+
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except pydantic.ValidationError as exc:
+            raise ConfigError(f"invalid {type(self).__name__}: {_describe(exc)}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            super().__setattr__(name, value)
+        except pydantic.ValidationError as exc:
+            raise ConfigError(f"invalid {type(self).__name__}: {_describe(exc)}") from None
 
 
 class CacheConfig(_Section):
@@ -158,9 +177,7 @@ class StackConfig(_Section):
                     auto_feedback=reader.flag("AUTO_FEEDBACK", True),
                 ),
             )
-        except ConfigError:
-            raise
-        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        except ConfigError as exc:
             raise ConfigError(f"invalid memlab configuration from the environment: {exc}") from None
 
     @property
