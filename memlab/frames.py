@@ -31,7 +31,7 @@ class Frames:
         self._stack = stack
 
     async def entries(self, session_id: str | None = None, *, last_n: int | None = None, user: Any = None) -> "pandas.DataFrame":
-        """One row per session turn, oldest first (``time`` parsed to a UTC timestamp)."""
+        """One row per session turn, oldest first (``time`` as UTC timestamps, ``feedback_score`` as nullable Int64)."""
         from memlab.models import SessionQAEntry
 
         rows = await self._stack.session.get_session(session_id=session_id, last_n=last_n, user=user)
@@ -40,6 +40,7 @@ class Frames:
             import pandas as pd
 
             frame["time"] = pd.to_datetime(frame["time"], utc=True, format="ISO8601")
+            frame["feedback_score"] = frame["feedback_score"].astype("Int64")
         return frame
 
     async def context(self, session_id: str | None = None, *, user: Any = None) -> "pandas.DataFrame":

@@ -194,6 +194,7 @@ async def test_frames_entries(stack):
     frame = await stack.frames.entries("s")
     assert list(frame["answer"]) == ["one", "two"]
     assert str(frame["time"].dtype).startswith("datetime64")
+    assert str(frame["feedback_score"].dtype) == "Int64"
     empty = await stack.frames.entries("nothing-here")
     assert empty.empty and "answer" in empty.columns
 
