@@ -1,0 +1,41 @@
+"""Fixed-width text tables for benchmark output (no dependencies)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def render(headers: Sequence[str], rows: Sequence[Sequence[object]], *, right: Sequence[int] = ()) -> str:
+    """Columns padded to their widest cell, ``right`` ones right-aligned; a dashed rule under the header."""
+    cells = [[str(cell) for cell in row] for row in rows]
+    widths = [len(header) for header in headers]
+    for row in cells:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+
+    def line(row: Sequence[str]) -> str:
+        parts = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        return "  ".join(parts).rstrip()
+
+    out = [line(list(headers)), "  ".join("-" * width for width in widths)]
+    out.extend(line(row) for row in cells)
+    return "\n".join(out)
+
+
+def number(value: float | None, digits: int = 0) -> str:
+    """``12,345`` style; an em dash for None."""
+    if value is None:
+        return "—"
+    return f"{value:,.{digits}f}"
+
+
+def size(num_bytes: int | None) -> str:
+    """Bytes as ``812.0 KiB`` / ``1.4 MiB``."""
+    if num_bytes is None:
+        return "—"
+    value = float(num_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
