@@ -1,0 +1,121 @@
+"""The ``memlab`` command (also ``python -m memlab``).
+
+::
+
+    memlab demo                      session-memory walk-through on the stack from the environment
+    memlab bench cache [options]     cache backend throughput (see memlab.bench.cache)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    if not names:
+        raise argparse.ArgumentTypeError("name at least one backend")
+    return names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memlab", description="memlab: a research toolkit for agent memory.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    commands.add_parser(
+        "demo",
+        help="session-memory walk-through on the default stack",
+        description="Remember, recall, read back and annotate a session on the stack built from the environment "
+        "(MEMLAB_DATA_ROOT, CACHE_BACKEND, SESSION_TTL_SECONDS, ...).",
+    )
+
+    bench = commands.add_parser("bench", help="benchmarks", description="Benchmarks; results print as a table.")
+    bench.set_defaults(print_help=bench.print_help)
+    benches = bench.add_subparsers(dest="bench", metavar="BENCH")
+    cache = benches.add_parser(
+        "cache",
+        help="cache backend throughput",
+        description="Appends, last-10 reads, keyword recall and multi-session appends per cache backend, "
+        "with a plain-sqlite3 ceiling beside sqlite. Medians of the repeats.",
+    )
+    cache.add_argument("--backends", type=_names, default=("memory", "sqlite"), help="comma-separated (default: memory,sqlite)")
+    cache.add_argument("--repeats", type=_positive_int, default=3, help="repeats per backend; medians are reported (default: 3)")
+    cache.add_argument("--n", type=_positive_int, default=1000, help="appends to one session, reads, and recall queries (default: 1000)")
+    cache.add_argument("--sessions", type=_positive_int, default=100, help="sessions in the multi-session run (default: 100)")
+    cache.add_argument("--per-session", type=_positive_int, default=20, help="appends per session in that run (default: 20)")
+    cache.add_argument("--no-raw", action="store_true", help="skip the raw-sqlite ceiling")
+    cache.add_argument("--json", type=Path, metavar="PATH", help="also write the rows (and spec, environment) as JSON")
+    cache.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return parser
+
+
+def _demo() -> int:
+    from memlab.config import StackConfig
+    from memlab.demo import run_demo
+    from memlab.stack import MemoryStack
+
+    async def go() -> None:
+        async with MemoryStack.from_config(StackConfig.from_env()) as stack:
+            await run_demo(stack, out=print)
+
+    asyncio.run(go())
+    return 0
+
+
+def _bench_cache(args: argparse.Namespace) -> int:
+    from memlab.bench.cache import CacheBenchSpec, environment, format_table, results_document, run_bench_cache
+
+    spec = CacheBenchSpec(
+        backends=args.backends,
+        repeats=args.repeats,
+        n=args.n,
+        sessions=args.sessions,
+        per_session=args.per_session,
+        raw_ceiling=not args.no_raw,
+    )
+    progress = None if args.quiet else (lambda line: print(f"bench: {line}", file=sys.stderr, flush=True))
+    rows = run_bench_cache(spec, progress=progress)
+    env = environment()
+    print(format_table(rows, spec, env))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results_document(rows, spec, env), indent=2) + "\n")
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``memlab`` command; returns the exit status."""
+    from memlab.exceptions import MemlabError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "demo":
+            return _demo()
+        if args.command == "bench" and args.bench == "cache":
+            return _bench_cache(args)
+    except MemlabError as exc:
+        print(f"memlab: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # e.g. `memlab demo | head`: stop quietly
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stdout at exit; keep it from failing again
+        return 1
+    getattr(args, "print_help", parser.print_help)(sys.stderr)  # a command group without its subcommand
+    return 2

@@ -1,0 +1,91 @@
+"""The `memlab` command: `bench cache` and `demo` (no timing assertions here)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memlab.cli import main
+
+SMALL = ["bench", "cache", "--n", "50", "--sessions", "5", "--per-session", "4", "--repeats", "1", "--quiet"]
+
+_STACK_ENV = ("CACHING", "CACHE_BACKEND", "CACHE_DB_URL", "SESSION_TTL_SECONDS", "MEMLAB_TTL_POLICY", "SESSION_SEARCH_MODE")
+
+
+def test_bench_cache_prints_backends_and_raw_ceiling(capsys, tmp_path):
+    out_json = tmp_path / "out" / "rows.json"
+    assert main([*SMALL, "--backends", "memory,sqlite", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    for backend in ("memory", "sqlite", "raw-sqlite"):
+        assert any(line.startswith(f"{backend} ") and "append (1 session)" in line for line in lines), backend
+    for label in ("read last 10", "keyword recall", "append (5×4)", "append flatness", "bytes/turn"):
+        assert label in out
+    sqlite_append = next(line for line in lines if line.startswith("sqlite ") and "append (1 session)" in line)
+    assert ">= 5,000/s" in sqlite_append and ("PASS" in sqlite_append or "MISS" in sqlite_append)
+    assert "%" in sqlite_append  # share of the raw ceiling
+
+    document = json.loads(out_json.read_text())
+    assert document["spec"]["n"] == 50
+    assert {row["backend"] for row in document["rows"]} == {"memory", "sqlite", "raw-sqlite"}
+
+
+def test_bench_cache_lists_unavailable_backends_as_skipped(capsys):
+    assert main([*SMALL, "--backends", "memory,no_such_backend", "--no-raw"]) == 0
+    out = capsys.readouterr().out
+    assert "no_such_backend: skipped: not registered in memlab.config.CACHE_BACKENDS" in out
+    assert "raw-sqlite" not in out
+
+
+@pytest.mark.parametrize("argv", [[], ["bench"]])
+def test_missing_command_prints_help(argv, capsys):
+    assert main(argv) == 2
+    assert "usage: memlab" in capsys.readouterr().err
+
+
+def test_bench_rejects_bad_sizes(capsys):
+    with pytest.raises(SystemExit) as excinfo:
+        main(["bench", "cache", "--n", "0"])
+    assert excinfo.value.code == 2
+    assert "must be >= 1" in capsys.readouterr().err
+
+
+@pytest.fixture
+def demo_env(monkeypatch, tmp_path):
+    for name in _STACK_ENV:
+        monkeypatch.delenv(name, raising=False)
+    root = tmp_path / "data"
+    monkeypatch.setenv("MEMLAB_DATA_ROOT", str(root))
+    return root
+
+
+def test_demo_walks_through_session_memory(demo_env, capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("session_stored") == 4
+    assert "recall('Alice flight') -> 2 hits" in out
+    assert "matched 2 tokens: \"Alice's flight to Lisbon" in out
+    assert "get_session: 4 turns, oldest first" in out
+    assert "score=5) -> True" in out
+    assert "stack.frames.entries(): a pandas DataFrame, 4 rows" in out
+    assert "Correct: book the window seat." in out
+    assert "cache backend:  sqlite (SQLCache)" in out
+    assert "TTL policy:     lazy_slack, slack 0.05: 604800 s" in out
+    assert f"data root:      {demo_env.resolve()}" in out
+    assert (demo_env / "cache.db").is_file()
+
+
+def test_demo_starts_clean_on_a_second_run(demo_env, capsys):
+    assert main(["demo"]) == 0
+    capsys.readouterr()
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "cleared turns left in 'demo_session'" in out
+    assert "get_session: 4 turns" in out
+
+
+def test_demo_reports_config_errors(demo_env, monkeypatch, capsys):
+    monkeypatch.setenv("CACHE_BACKEND", "no_such_backend")
+    assert main(["demo"]) == 1
+    assert "unknown cache backend 'no_such_backend'" in capsys.readouterr().err
