@@ -1,0 +1,78 @@
+"""Every registered cache backend against the shipped conformance suite."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from memlab.cache._base import CacheBackend
+from memlab.testing.conformance import CacheBackendSuite
+from memlab.testing.suppliers import BACKENDS, SUPPLIERS, supply_backend
+
+Hook = Callable[[CacheBackend, str, str], Awaitable[None]]
+CORRUPT = "{not json"
+
+
+# -- hooks that store an unreadable row, per backend (add one for a new backend) -----
+
+
+async def _memory_qa(backend, user, session):
+    backend._data[(user, session, "qa")].rows["corrupt-row"] = CORRUPT
+
+
+async def _memory_context(backend, user, session):
+    backend._data[(user, session, "context")].rows["corrupt-row"] = CORRUPT
+
+
+def _sqlite_insert(table: str, key: str) -> Hook:
+    async def hook(backend, user, session):
+        backend._runner._inline.execute(
+            f"INSERT INTO {table} (user_id, session_id, {key}, payload, created_at) VALUES (?, ?, ?, ?, ?)",
+            (user, session, "corrupt-row", CORRUPT, backend.clock.now().timestamp()),
+        )
+
+    return hook
+
+
+CORRUPT_QA_ROW: dict[str, Hook] = {"memory": _memory_qa, "sqlite": _sqlite_insert("cache_qa_entries", "qa_id")}
+CORRUPT_CONTEXT_ROW: dict[str, Hook] = {
+    "memory": _memory_context,
+    "sqlite": _sqlite_insert("cache_session_context", "entry_id"),
+}
+
+
+def _hook(hooks: dict[str, Hook], name: str, what: str) -> Hook:
+    if name not in hooks:
+        pytest.skip(f"no hook to store a corrupt {what} row in the {name} backend")
+    return hooks[name]
+
+
+class TestCacheBackends(CacheBackendSuite):
+    @pytest.fixture(params=BACKENDS)
+    def backend_name(self, request) -> str:
+        return request.param
+
+    @pytest.fixture
+    async def backend(self, backend_name, tmp_path, ttl, clock, purge_interval_seconds):
+        async with supply_backend(
+            backend_name, tmp_path=tmp_path, ttl=ttl, clock=clock, purge_interval_seconds=purge_interval_seconds
+        ) as cache:
+            yield cache
+
+    @pytest.fixture
+    async def second_backend(self, backend, backend_name, tmp_path, ttl, clock, purge_interval_seconds):
+        if not SUPPLIERS[backend_name].shared:
+            pytest.skip(f"a {backend_name} backend's store is the instance: there is no second handle")
+        async with supply_backend(
+            backend_name, tmp_path=tmp_path, ttl=ttl, clock=clock, purge_interval_seconds=purge_interval_seconds
+        ) as cache:
+            yield cache
+
+    @pytest.fixture
+    def corrupt_qa_row(self, backend_name) -> Hook:
+        return _hook(CORRUPT_QA_ROW, backend_name, "QA")
+
+    @pytest.fixture
+    def corrupt_context_row(self, backend_name) -> Hook:
+        return _hook(CORRUPT_CONTEXT_ROW, backend_name, "context")
