@@ -65,6 +65,7 @@ __all__ = [
     "flatness",
     "format_table",
     "median",
+    "results_document",
     "run_bench_cache",
 ]
 
@@ -536,7 +537,7 @@ def format_table(rows: Sequence[Mapping[str, Any]], spec: CacheBenchSpec | None 
             runs = extra.get("runs") or []
             spread = f"{_table.number(min(runs))}..{_table.number(max(runs))}" if len(runs) > 1 else ""
             versus = ""
-            if row["backend"] != RAW_SQLITE and row["backend"] == "sqlite" and raw.get(op):
+            if row["backend"] == "sqlite" and raw.get(op):
                 versus = f"{100 * row['ops_per_s'] / raw[op]:.0f}%"
             target = f">= {_table.number(extra['target'])}/s" if extra.get("target") else ""
             table.append(
