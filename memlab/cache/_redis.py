@@ -1,0 +1,765 @@
+"""Redis cache backend on ``redis.asyncio``.
+
+Key layout (SPEC §3.1), per session ``{u}:{s}`` = ``{user_id}:{session_id}``:
+
+=================================  ======  ==================================================
+``agent_sessions:{u}:{s}``         list    QA payloads (JSON), append order; RPUSH per turn
+``session_context:{u}:{s}``        hash    context entry id -> payload (JSON)
+``memlab_ctx_order:{u}:{s}``       zset    context entry id, scored by first-insert sequence
+``memlab_qa_index:{u}:{s}``        hash    qa_id -> list position (O(1) lookup and dedupe)
+``memlab_meta:{u}:{s}``            hash    ``qa_epoch qa_exp ctx_seq ctx_exp``
+=================================  ======  ==================================================
+
+A ``:`` or ``%`` inside an id is percent-escaped (``%3A``, ``%25``) so that
+``("a:b", "c")`` and ``("a", "b:c")`` stay two sessions; other ids appear verbatim.
+
+**TTL.** The logical expiry of each kind (``qa_exp``/``ctx_exp``, integer microseconds
+of :attr:`CacheBackend.clock`) decides liveness, exactly as in ``MemoryCache``. Each
+write also sets a native ``PEXPIRE`` on the keys it wrote (the remaining logical
+lifetime plus one second, so never shorter than the logical expiry; the meta hash
+outlives both kinds), so abandoned sessions vanish without a sweep. Native expiry
+follows the *server's* clock: with a fake clock, keep TTLs longer than the real
+duration of the test.
+
+**Atomicity.** Every operation is one Lua script (``EVALSHA``). Updates run the
+caller's Python merge between a read script and a compare-and-set script, retried
+on conflict. Appends are O(1) (``RPUSH`` + index ``HSET``); deleting a QA turn is
+O(n) inside the script (it shifts the index).
+
+**Shared server.** :meth:`prune` SCANs memlab's key prefixes and UNLINKs them; it
+never runs ``FLUSHDB`` (cognee does), because memlab is one tenant of a Redis that
+other applications may use.
+
+Connection failures are not retried by the client (a dead server fails fast: 2 s
+connect timeout, 5 s socket timeout); the pool reconnects on the next call once the
+server is back.
+"""
+
+from __future__ import annotations
+
+import secrets
+import ssl as _ssl
+from collections.abc import Hashable
+from datetime import datetime, timedelta, timezone
+from typing import Any, NamedTuple
+
+try:
+    import redis
+    import redis.asyncio as aioredis
+    from redis.connection import SSLConnection, UnixDomainSocketConnection, parse_url
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ImportError("RedisCache needs the redis package: pip install 'memlab[redis]'") from exc
+
+from memlab.cache._base import CacheBackend, PayloadChange
+from memlab.exceptions import CacheConnectionError, ConfigError, MemlabError, SessionQAEntryValidationError
+from memlab.ttl import LazySlackTTL, SlidingTTL
+
+__all__ = ["RedisCache", "redis_connection_kwargs"]
+
+QA_PREFIX = "agent_sessions:"
+CONTEXT_PREFIX = "session_context:"
+CONTEXT_ORDER_PREFIX = "memlab_ctx_order:"
+QA_INDEX_PREFIX = "memlab_qa_index:"
+META_PREFIX = "memlab_meta:"
+#: every prefix memlab writes; prune() deletes exactly these
+PREFIXES = (QA_PREFIX, CONTEXT_PREFIX, CONTEXT_ORDER_PREFIX, QA_INDEX_PREFIX, META_PREFIX)
+
+CONNECT_TIMEOUT_SECONDS = 2.0
+SOCKET_TIMEOUT_SECONDS = 5.0
+_CAS_ATTEMPTS = 64
+_DEAD_CURSOR = ("dead",)
+_EPOCH0 = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICRO = timedelta(microseconds=1)
+_CERT_REQS = {"required": _ssl.CERT_REQUIRED, "optional": _ssl.CERT_OPTIONAL, "none": _ssl.CERT_NONE}
+_URL_OPTIONS = {"host", "port", "db", "username", "password", "ssl_cert_reqs", "client_name"}
+
+
+def redis_connection_kwargs(
+    url: str | None = None,
+    *,
+    host: str = "localhost",
+    port: int = 6379,
+    username: str | None = None,
+    password: str | None = None,
+    db: int = 0,
+    ssl: bool = False,
+    ssl_cert_reqs: str | _ssl.VerifyMode = "required",
+) -> dict[str, Any]:
+    """Keyword arguments for ``redis.Redis`` *and* ``redis.asyncio.Redis``.
+
+    A ``redis://``, ``rediss://`` or ``unix://`` URL overrides host, port, db and
+    credentials; ``rediss://`` turns TLS on. ``ssl_cert_reqs`` is ``"required"``,
+    ``"optional"`` or ``"none"`` (or an ``ssl.VerifyMode``) and is passed to redis-py
+    as the matching ``ssl.CERT_*`` value. Timeouts are short and client-side retries
+    are off, so an unreachable server fails fast.
+    """
+    settings: dict[str, Any] = {"host": host, "port": port, "db": db, "username": username, "password": password}
+    settings["ssl_cert_reqs"] = ssl_cert_reqs
+    use_ssl, unix_path = bool(ssl), None
+    if url:
+        try:
+            parsed = parse_url(url)
+        except ValueError as exc:  # redis-py's messages never echo the URL (which may hold a password)
+            raise ConfigError(f"invalid redis URL: {exc}") from None
+        connection_class = parsed.pop("connection_class", None)
+        use_ssl = use_ssl or connection_class is SSLConnection
+        if connection_class is UnixDomainSocketConnection:
+            unix_path = parsed.pop("path", None)
+        unknown = set(parsed) - _URL_OPTIONS
+        if unknown:
+            raise ConfigError(f"unsupported redis URL options: {', '.join(sorted(unknown))}")
+        settings.update(parsed)
+    reqs = settings.pop("ssl_cert_reqs")
+    if isinstance(reqs, str):
+        if reqs.strip().lower() not in _CERT_REQS:
+            raise ConfigError(f"ssl_cert_reqs must be one of {', '.join(_CERT_REQS)}, got {reqs!r}")
+        reqs = _CERT_REQS[reqs.strip().lower()]
+    elif not isinstance(reqs, _ssl.VerifyMode):
+        raise ConfigError(f"ssl_cert_reqs must be one of {', '.join(_CERT_REQS)}, got {reqs!r}")
+    kwargs = {
+        **settings,
+        "ssl": use_ssl,
+        "ssl_cert_reqs": reqs,
+        "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
+        "socket_timeout": SOCKET_TIMEOUT_SECONDS,
+        "retry": None,  # no client-side retries: scripts are not idempotent, and a dead server must fail fast
+        "retry_on_error": [],
+        "decode_responses": True,
+    }
+    if unix_path is not None:
+        for key in ("host", "port", "ssl", "ssl_cert_reqs"):
+            kwargs.pop(key)
+        kwargs["unix_socket_path"] = unix_path
+    return kwargs
+
+
+def _us(moment: datetime) -> int:
+    return (moment - _EPOCH0) // _MICRO
+
+
+def _from_us(stamp: str | bytes | None) -> datetime | None:
+    return None if stamp in (None, "", b"") else _EPOCH0 + int(stamp) * _MICRO
+
+
+def _new_epoch() -> str:
+    return str(secrets.randbits(62))
+
+
+def _enc(part: Any) -> str:
+    part = part if isinstance(part, str) else str(part)
+    if ":" in part or "%" in part:
+        return part.replace("%", "%25").replace(":", "%3A")
+    return part
+
+
+def _text(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _texts(values: list) -> list[str]:
+    if values and isinstance(values[0], bytes):
+        return [value.decode() for value in values]
+    return values
+
+
+class _Keys(NamedTuple):
+    meta: str
+    qa: str
+    qa_index: str
+    ctx: str
+    ctx_order: str
+
+    @classmethod
+    def of(cls, suffix: str) -> "_Keys":
+        return cls(META_PREFIX + suffix, QA_PREFIX + suffix, QA_INDEX_PREFIX + suffix, CONTEXT_PREFIX + suffix,
+                   CONTEXT_ORDER_PREFIX + suffix)
+
+
+# --------------------------------------------------------------------------------------------
+# Lua. Times are integer microseconds of the backend's clock, passed in as strings.
+# Stamp rule (ARGV 2..4): 'T' restamp to p2 when the expiry is unset or < p1 (sliding,
+# lazy_slack); 'N' never; 'C' compare-and-set for custom policies: the stored expiry
+# must equal p1 ('' = unset), restamp to p2 unless p2 is ''.
+
+_PRELUDE = r"""
+local GRACE_MS = 1000
+local TOMBSTONE = '<memlab deleted>'
+local function dead(exp, now)
+  return exp and tonumber(exp) <= now
+end
+local function ms_left(exp, now)
+  local ms = math.ceil((tonumber(exp) - now) / 1000)
+  if ms < 0 then ms = 0 end
+  return ms + GRACE_MS
+end
+local function touch_meta(meta, now)
+  local f = redis.call('HMGET', meta, 'qa_epoch', 'qa_exp', 'ctx_seq', 'ctx_exp')
+  if not f[1] and not f[3] then redis.call('DEL', meta) return end
+  local best = nil
+  for i = 1, 3, 2 do
+    if f[i] then
+      if not f[i + 1] then redis.call('PERSIST', meta) return end
+      local left = ms_left(f[i + 1], now)
+      if best == nil or left > best then best = left end
+    end
+  end
+  redis.call('PEXPIRE', meta, string.format('%d', best))
+end
+local function slide(meta, field, cur, data, now, rule, p1, p2)
+  local new = nil
+  if rule == 'T' then
+    if (not cur) or tonumber(cur) < tonumber(p1) then new = p2 end
+  elseif rule == 'C' and p2 ~= '' then
+    new = p2
+  end
+  if new then
+    redis.call('HSET', meta, field, new)
+    cur = new
+  end
+  if cur then
+    local ms = string.format('%d', ms_left(cur, now))
+    for _, key in ipairs(data) do redis.call('PEXPIRE', key, ms) end
+  end
+  touch_meta(meta, now)
+end
+local now, rule, p1, p2 = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
+"""
+
+# KEYS meta qa qa_index | ARGV now rule p1 p2 qa_id payload new_epoch
+_APPEND_QA = r"""
+local meta, list, idx = KEYS[1], KEYS[2], KEYS[3]
+local st = redis.call('HMGET', meta, 'qa_epoch', 'qa_exp')
+local exp = st[2]
+if rule == 'C' and (exp or '') ~= p1 then return 'retry' end
+if (not st[1]) or dead(exp, now) then
+  redis.call('DEL', list, idx)
+  redis.call('HDEL', meta, 'qa_exp')
+  redis.call('HSET', meta, 'qa_epoch', ARGV[7])
+  exp = false
+elseif redis.call('HEXISTS', idx, ARGV[5]) == 1 then
+  return 'dup'
+end
+local n = redis.call('RPUSH', list, ARGV[6])
+redis.call('HSET', idx, ARGV[5], n - 1)
+slide(meta, 'qa_exp', exp, {list, idx}, now, rule, p1, p2)
+return 'ok'
+"""
+
+# KEYS meta qa | ARGV now start
+_READ_QA = r"""
+local st = redis.call('HMGET', KEYS[1], 'qa_epoch', 'qa_exp')
+if (not st[1]) or dead(st[2], tonumber(ARGV[1])) then return {} end
+return redis.call('LRANGE', KEYS[2], ARGV[2], -1)
+"""
+
+# KEYS meta qa | ARGV now cursor_epoch cursor_len  -> false (dead) | {epoch, len, reset, payloads}
+_READ_QA_LOG = r"""
+local st = redis.call('HMGET', KEYS[1], 'qa_epoch', 'qa_exp')
+if (not st[1]) or dead(st[2], tonumber(ARGV[1])) then return false end
+local n = redis.call('LLEN', KEYS[2])
+local start, reset = 0, 1
+if ARGV[2] == st[1] and tonumber(ARGV[3]) <= n then
+  start, reset = tonumber(ARGV[3]), 0
+end
+return {st[1], n, reset, redis.call('LRANGE', KEYS[2], start, -1)}
+"""
+
+# KEYS meta qa qa_index | ARGV now qa_id  -> false | {expiry or '', payload}
+_GET_QA = r"""
+local st = redis.call('HMGET', KEYS[1], 'qa_epoch', 'qa_exp')
+if (not st[1]) or dead(st[2], tonumber(ARGV[1])) then return false end
+local pos = redis.call('HGET', KEYS[3], ARGV[2])
+if not pos then return false end
+local payload = redis.call('LINDEX', KEYS[2], pos)
+if not payload then return false end
+return {st[2] or '', payload}
+"""
+
+# KEYS meta qa qa_index | ARGV now rule p1 p2 qa_id old new has_new new_epoch
+_SET_QA = r"""
+local meta, list, idx = KEYS[1], KEYS[2], KEYS[3]
+local st = redis.call('HMGET', meta, 'qa_epoch', 'qa_exp')
+if (not st[1]) or dead(st[2], now) then return 'gone' end
+local pos = redis.call('HGET', idx, ARGV[5])
+if not pos then return 'gone' end
+if redis.call('LINDEX', list, pos) ~= ARGV[6] then return 'retry' end
+if rule == 'C' and (st[2] or '') ~= p1 then return 'retry' end
+if ARGV[8] == '1' then
+  redis.call('LSET', list, pos, ARGV[7])
+  redis.call('HSET', meta, 'qa_epoch', ARGV[9])
+end
+slide(meta, 'qa_exp', st[2], {list, idx}, now, rule, p1, p2)
+return 'ok'
+"""
+
+# KEYS meta qa qa_index | ARGV now rule p1 p2 qa_id new_epoch  -> 1 deleted, 0 absent, -1 retry
+_DELETE_QA = r"""
+local meta, list, idx = KEYS[1], KEYS[2], KEYS[3]
+local st = redis.call('HMGET', meta, 'qa_epoch', 'qa_exp')
+if (not st[1]) or dead(st[2], now) then return 0 end
+if rule == 'C' and (st[2] or '') ~= p1 then return -1 end
+local pos = redis.call('HGET', idx, ARGV[5])
+if not pos then return 0 end
+pos = tonumber(pos)
+local n = redis.call('LLEN', list)
+redis.call('HDEL', idx, ARGV[5])
+if pos == n - 1 then
+  redis.call('RPOP', list)
+else
+  redis.call('LSET', list, pos, TOMBSTONE)
+  if pos < n / 2 then redis.call('LREM', list, 1, TOMBSTONE) else redis.call('LREM', list, -1, TOMBSTONE) end
+  local all = redis.call('HGETALL', idx)
+  local batch = {}
+  for i = 1, #all, 2 do
+    local p = tonumber(all[i + 1])
+    if p > pos then
+      batch[#batch + 1] = all[i]
+      batch[#batch + 1] = p - 1
+      if #batch >= 1000 then
+        redis.call('HSET', idx, unpack(batch))
+        batch = {}
+      end
+    end
+  end
+  if #batch > 0 then redis.call('HSET', idx, unpack(batch)) end
+end
+redis.call('HSET', meta, 'qa_epoch', ARGV[6])
+slide(meta, 'qa_exp', st[2], {list, idx}, now, rule, p1, p2)
+return 1
+"""
+
+# KEYS meta ctx ctx_order | ARGV now rule p1 p2 entry_id payload
+_UPSERT_CTX = r"""
+local meta, hash, order = KEYS[1], KEYS[2], KEYS[3]
+local st = redis.call('HMGET', meta, 'ctx_seq', 'ctx_exp')
+local exp = st[2]
+if rule == 'C' and (exp or '') ~= p1 then return 'retry' end
+if (not st[1]) or dead(exp, now) then
+  redis.call('DEL', hash, order)
+  redis.call('HDEL', meta, 'ctx_exp')
+  redis.call('HSET', meta, 'ctx_seq', 0)
+  exp = false
+end
+if redis.call('HSET', hash, ARGV[5], ARGV[6]) == 1 then
+  redis.call('ZADD', order, 'NX', redis.call('HINCRBY', meta, 'ctx_seq', 1), ARGV[5])
+end
+slide(meta, 'ctx_exp', exp, {hash, order}, now, rule, p1, p2)
+return 'ok'
+"""
+
+# KEYS meta ctx ctx_order | ARGV now
+_READ_CTX = r"""
+local st = redis.call('HMGET', KEYS[1], 'ctx_seq', 'ctx_exp')
+if (not st[1]) or dead(st[2], tonumber(ARGV[1])) then return {} end
+local ids = redis.call('ZRANGE', KEYS[3], 0, -1)
+local out = {}
+local i = 1
+while i <= #ids do
+  local j = math.min(i + 499, #ids)
+  local values = redis.call('HMGET', KEYS[2], unpack(ids, i, j))
+  for k = 1, j - i + 1 do
+    if values[k] then out[#out + 1] = values[k] end
+  end
+  i = j + 1
+end
+return out
+"""
+
+# KEYS meta ctx | ARGV now entry_id  -> false | {expiry or '', payload}
+_GET_CTX = r"""
+local st = redis.call('HMGET', KEYS[1], 'ctx_seq', 'ctx_exp')
+if (not st[1]) or dead(st[2], tonumber(ARGV[1])) then return false end
+local payload = redis.call('HGET', KEYS[2], ARGV[2])
+if not payload then return false end
+return {st[2] or '', payload}
+"""
+
+# KEYS meta ctx ctx_order | ARGV now rule p1 p2 entry_id old new has_new
+_SET_CTX = r"""
+local meta, hash, order = KEYS[1], KEYS[2], KEYS[3]
+local st = redis.call('HMGET', meta, 'ctx_seq', 'ctx_exp')
+if (not st[1]) or dead(st[2], now) then return 'gone' end
+local current = redis.call('HGET', hash, ARGV[5])
+if not current then return 'gone' end
+if current ~= ARGV[6] then return 'retry' end
+if rule == 'C' and (st[2] or '') ~= p1 then return 'retry' end
+if ARGV[8] == '1' then redis.call('HSET', hash, ARGV[5], ARGV[7]) end
+slide(meta, 'ctx_exp', st[2], {hash, order}, now, rule, p1, p2)
+return 'ok'
+"""
+
+# KEYS meta ctx ctx_order | ARGV now entry_id
+_DELETE_CTX = r"""
+local st = redis.call('HMGET', KEYS[1], 'ctx_seq', 'ctx_exp')
+if (not st[1]) or dead(st[2], tonumber(ARGV[1])) then return 0 end
+if redis.call('HDEL', KEYS[2], ARGV[2]) == 1 then
+  redis.call('ZREM', KEYS[3], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+# KEYS meta qa qa_index ctx ctx_order | ARGV now
+_DELETE_SESSION = r"""
+local st = redis.call('HMGET', KEYS[1], 'qa_epoch', 'qa_exp', 'ctx_seq', 'ctx_exp')
+local existed = 0
+if st[1] and not dead(st[2], now) and redis.call('LLEN', KEYS[2]) > 0 then existed = 1 end
+if st[3] and not dead(st[4], now) and redis.call('HLEN', KEYS[4]) > 0 then existed = 1 end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+return existed
+"""
+
+# KEYS meta qa qa_index ctx ctx_order | ARGV now  -> rows removed
+_SWEEP_ONE = r"""
+local st = redis.call('HMGET', KEYS[1], 'qa_epoch', 'qa_exp', 'ctx_seq', 'ctx_exp')
+local removed = 0
+if st[1] and dead(st[2], now) then
+  removed = removed + redis.call('LLEN', KEYS[2])
+  redis.call('DEL', KEYS[2], KEYS[3])
+  redis.call('HDEL', KEYS[1], 'qa_epoch', 'qa_exp')
+end
+if st[3] and dead(st[4], now) then
+  removed = removed + redis.call('HLEN', KEYS[4])
+  redis.call('DEL', KEYS[4], KEYS[5])
+  redis.call('HDEL', KEYS[1], 'ctx_seq', 'ctx_exp')
+end
+return removed
+"""
+
+_SCRIPTS = {
+    "append_qa": _APPEND_QA,
+    "read_qa": _READ_QA,
+    "read_qa_log": _READ_QA_LOG,
+    "get_qa": _GET_QA,
+    "set_qa": _SET_QA,
+    "delete_qa": _DELETE_QA,
+    "upsert_ctx": _UPSERT_CTX,
+    "read_ctx": _READ_CTX,
+    "get_ctx": _GET_CTX,
+    "set_ctx": _SET_CTX,
+    "delete_ctx": _DELETE_CTX,
+    "delete_session": _DELETE_SESSION,
+    "sweep_one": _SWEEP_ONE,
+}
+
+
+class _Scripts:
+    """The registered scripts of one client (``EVALSHA``, re-loaded on ``NOSCRIPT``)."""
+
+    def __init__(self, client: Any) -> None:
+        for name, body in _SCRIPTS.items():
+            setattr(self, name, client.register_script(_PRELUDE + body))
+
+
+class RedisCache(CacheBackend):
+    """Session cache in Redis (``redis.asyncio``); many processes may share one server.
+
+    ``url`` (``redis://``, ``rediss://``, ``unix://``) wins over ``host``/``port``/
+    ``username``/``password``/``db``. ``client`` takes a ready async client (for
+    example ``fakeredis.aioredis.FakeRedis``); the backend then never closes it.
+    See the module docstring for key layout, TTL and atomicity.
+    """
+
+    name = "redis"
+    default_ttl_policy = "sliding"
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        host: str = "localhost",
+        port: int = 6379,
+        username: str | None = None,
+        password: str | None = None,
+        db: int = 0,
+        ssl: bool = False,
+        ssl_cert_reqs: str = "required",
+        client: Any = None,
+        **backend_kwargs: Any,
+    ) -> None:
+        super().__init__(**backend_kwargs)
+        self._conn_kwargs = redis_connection_kwargs(
+            url, host=host, port=port, username=username, password=password, db=db, ssl=ssl, ssl_cert_reqs=ssl_cert_reqs
+        )
+        self._secret = self._conn_kwargs.get("password") or None
+        self._client = client
+        self._owns_client = client is None
+        self._injected = client is not None
+        self._scripts: _Scripts | None = None
+        self._scripts_for: Any = None
+        self._sync: redis.Redis | None = None
+        if client is not None:
+            pool_kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
+            if "host" in pool_kwargs and "port" in pool_kwargs and "server" not in pool_kwargs:
+                self.where = f"{pool_kwargs['host']}:{pool_kwargs['port']}"
+            else:
+                self.where = f"<{type(client).__module__}.{type(client).__name__}>"
+        elif "unix_socket_path" in self._conn_kwargs:
+            self.where = f"unix:{self._conn_kwargs['unix_socket_path']}"
+        else:
+            self.where = f"{self._conn_kwargs['host']}:{self._conn_kwargs['port']}"
+
+    def __repr__(self) -> str:
+        return f"RedisCache({self.where}, db={self._conn_kwargs.get('db', 0)}, ttl={self.ttl.name}:{self.ttl.seconds})"
+
+    # -- connections ---------------------------------------------------------------
+
+    def sync_client(self) -> "redis.Redis":
+        """A synchronous ``redis.Redis`` with the same connection settings (TLS included).
+
+        For admin tasks and tests; created on first use and closed by :meth:`close`.
+        Not available when the backend was given a ready ``client``.
+        """
+        if self._injected:
+            raise ConfigError("sync_client() needs connection settings; this RedisCache was given a ready client")
+        if self._sync is None:
+            self._sync = redis.Redis(**self._conn_kwargs)
+        return self._sync
+
+    async def _open(self) -> None:
+        if self._client is None:
+            self._client = aioredis.Redis(**self._conn_kwargs)
+        try:
+            await self._client.ping()
+        except BaseException:
+            await self._drop_client()
+            raise
+
+    async def _close(self) -> None:
+        if self._sync is not None:
+            sync, self._sync = self._sync, None
+            sync.close()
+        await self._drop_client()
+
+    async def _drop_client(self) -> None:
+        if self._owns_client and self._client is not None:
+            client, self._client = self._client, None
+            self._scripts = None
+            await client.aclose()
+
+    def _run(self) -> _Scripts:
+        client = self._client
+        if client is None or not self._opened:
+            raise RuntimeError(f"redis cache at {self.where} is not open")
+        if self._scripts_for is not client:
+            self._scripts, self._scripts_for = _Scripts(client), client
+        return self._scripts
+
+    async def _call(self, op: str, fn: Any, *args: Any) -> Any:
+        try:
+            return await super()._call(op, fn, *args)
+        except CacheConnectionError as exc:
+            cause = exc.__cause__
+            if cause is None or isinstance(cause, MemlabError):
+                raise
+            raise CacheConnectionError(self._describe(op, cause)) from cause
+
+    def _describe(self, op: str, exc: BaseException) -> str:
+        text = f"{type(exc).__name__}: {exc}"
+        tls_on = bool(self._conn_kwargs.get("ssl"))
+        if isinstance(exc, redis.AuthenticationError) or "NOAUTH" in text or "WRONGPASS" in text:
+            cause = "authentication failed (check the username and password)"
+        elif "CERTIFICATE_VERIFY_FAILED" in text:
+            reqs = {v: k for k, v in _CERT_REQS.items()}.get(self._conn_kwargs.get("ssl_cert_reqs"), "?")
+            cause = f"TLS certificate not trusted (ssl_cert_reqs={reqs})"
+        elif _is_tls_error(exc):
+            cause = "TLS handshake failed (ssl is on; does the server speak TLS on this port?)"
+        elif tls_on and isinstance(exc, redis.TimeoutError) and "connecting" in text:
+            cause = "no answer to the TLS handshake (server unreachable, or it does not speak TLS on this port)"
+        elif not tls_on and isinstance(exc, redis.ConnectionError) and ("reset by peer" in text or "closed by server" in text):
+            cause = "server unreachable or dropped the connection (a TLS-only server does that: use rediss:// or ssl=True)"
+        elif isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
+            cause = "server unreachable"
+        elif isinstance(exc, RuntimeError) and "is not open" in text:
+            cause = "backend is not open"
+        else:
+            cause = "command failed"
+        message = f"redis cache at {self.where}: {cause} during {op} ({text})"
+        if self._secret:
+            message = message.replace(self._secret, "***")
+        return message
+
+    # -- TTL stamping ----------------------------------------------------------------
+
+    def _rule(self, now: datetime) -> tuple[str, str, str] | None:
+        """The server-side stamp rule for the built-in policies; None: use compare-and-set."""
+        policy = self.ttl
+        if not policy.enabled:
+            return ("N", "", "")
+        check = type(policy).needs_restamp
+        target = policy.expiry_after_write(now)
+        if check is SlidingTTL.needs_restamp:
+            stamp = str(_us(target))
+            return ("T", stamp, stamp)
+        if check is LazySlackTTL.needs_restamp:
+            cutoff = target - timedelta(seconds=policy.slack * policy.seconds)
+            return ("T", str(_us(cutoff)), str(_us(target)))
+        return None
+
+    def _cas_rule(self, now: datetime, stored: str | None, *, purges: bool) -> tuple[str, str, str]:
+        """Compare-and-set rule for any policy: decide in Python from the stored expiry."""
+        stored = _text(stored) or ""
+        current = _from_us(stored)
+        if purges and current is not None and current <= now:
+            current = None  # the write purges the dead kind first
+        restamp = self.ttl.needs_restamp(current, now)
+        return ("C", stored, str(_us(self.ttl.expiry_after_write(now))) if restamp else "")
+
+    async def _stamped(self, now: datetime, meta: str, field: str, purges: bool, attempt: Any) -> Any:
+        """Run ``attempt(rule)``; for custom policies read the expiry first and retry on conflict."""
+        rule = self._rule(now)
+        if rule is not None:
+            return await attempt(rule)
+        for _ in range(_CAS_ATTEMPTS):
+            stored = await self._client.hget(meta, field)
+            result = await attempt(self._cas_rule(now, stored, purges=purges))
+            if _text(result) not in ("retry", -1):
+                return result
+        raise CacheConnectionError(f"redis cache at {self.where}: gave up after {_CAS_ATTEMPTS} conflicting writes")
+
+    # -- QA ----------------------------------------------------------------------------
+
+    async def _append_qa(self, user_id, session_id, qa_id, payload, now):
+        scripts = self._run()
+        k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
+        now_us = _us(now)
+
+        def attempt(rule):
+            return scripts.append_qa(keys=(k.meta, k.qa, k.qa_index), args=(now_us, *rule, qa_id, payload, _new_epoch()))
+
+        if _text(await self._stamped(now, k.meta, "qa_exp", True, attempt)) == "dup":
+            raise SessionQAEntryValidationError(f"qa_id {qa_id!r} already exists in this session")
+
+    async def _read_qa(self, user_id, session_id, last_n, now):
+        suffix = f"{_enc(user_id)}:{_enc(session_id)}"
+        rows = await self._run().read_qa(keys=(META_PREFIX + suffix, QA_PREFIX + suffix), args=(_us(now), -last_n if last_n else 0))
+        return _texts(rows)
+
+    async def _read_qa_log(self, user_id, session_id, cursor: Hashable | None, now):
+        suffix = f"{_enc(user_id)}:{_enc(session_id)}"
+        epoch, length = "", 0
+        if (
+            isinstance(cursor, tuple)
+            and len(cursor) == 2
+            and type(cursor[0]) is int
+            and type(cursor[1]) is int
+            and cursor[1] >= 0
+        ):
+            epoch, length = str(cursor[0]), cursor[1]
+        result = await self._run().read_qa_log(keys=(META_PREFIX + suffix, QA_PREFIX + suffix), args=(_us(now), epoch, length))
+        if not result:
+            return _DEAD_CURSOR, [], True
+        new_epoch, size, reset, rows = result
+        return (int(_text(new_epoch)), int(size)), _texts(rows), bool(int(reset))
+
+    async def _modify(self, kind: str, user_id, session_id, key, change: PayloadChange, now) -> bool:
+        scripts = self._run()
+        k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
+        if kind == "qa":
+            get, put, keys, extra = scripts.get_qa, scripts.set_qa, (k.meta, k.qa, k.qa_index), True
+        else:
+            get, put, keys, extra = scripts.get_ctx, scripts.set_ctx, (k.meta, k.ctx, k.ctx_order), False
+        now_us = _us(now)
+        for _ in range(_CAS_ATTEMPTS):
+            found = await get(keys=keys if extra else keys[:2], args=(now_us, key))
+            if not found:
+                return False
+            stored, old = _text(found[0]), _text(found[1])
+            new = change(old)
+            rule = self._rule(now) or self._cas_rule(now, stored, purges=False)
+            args = [now_us, *rule, key, old, "" if new is None else new, "0" if new is None else "1"]
+            if extra:
+                args.append(_new_epoch())
+            result = _text(await put(keys=keys, args=args))
+            if result == "ok":
+                return True
+            if result == "gone":
+                return False
+        raise CacheConnectionError(f"redis cache at {self.where}: gave up updating {key!r} after {_CAS_ATTEMPTS} conflicts")
+
+    async def _modify_qa(self, user_id, session_id, qa_id, change, now):
+        return await self._modify("qa", user_id, session_id, qa_id, change, now)
+
+    async def _delete_qa(self, user_id, session_id, qa_id, now):
+        scripts = self._run()
+        k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
+        now_us = _us(now)
+
+        def attempt(rule):
+            return scripts.delete_qa(keys=(k.meta, k.qa, k.qa_index), args=(now_us, *rule, qa_id, _new_epoch()))
+
+        return int(await self._stamped(now, k.meta, "qa_exp", False, attempt)) == 1
+
+    # -- context ---------------------------------------------------------------------
+
+    async def _upsert_context(self, user_id, session_id, entry_id, payload, now):
+        scripts = self._run()
+        k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
+        now_us = _us(now)
+
+        def attempt(rule):
+            return scripts.upsert_ctx(keys=(k.meta, k.ctx, k.ctx_order), args=(now_us, *rule, entry_id, payload))
+
+        await self._stamped(now, k.meta, "ctx_exp", True, attempt)
+
+    async def _read_context(self, user_id, session_id, now):
+        k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
+        return _texts(await self._run().read_ctx(keys=(k.meta, k.ctx, k.ctx_order), args=(_us(now),)))
+
+    async def _modify_context(self, user_id, session_id, entry_id, change, now):
+        return await self._modify("context", user_id, session_id, entry_id, change, now)
+
+    async def _delete_context(self, user_id, session_id, entry_id, now):
+        k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
+        return int(await self._run().delete_ctx(keys=(k.meta, k.ctx, k.ctx_order), args=(_us(now), entry_id))) == 1
+
+    # -- session / maintenance -----------------------------------------------------------
+
+    async def _delete_session(self, user_id, session_id, now):
+        k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
+        return int(await self._run().delete_session(keys=k, args=(_us(now),))) == 1
+
+    async def _sweep(self, now):
+        scripts = self._run()
+        now_us = _us(now)
+        removed = 0
+        batch: list[str] = []
+
+        async def flush() -> int:
+            pipe = self._client.pipeline(transaction=False)
+            for meta in batch:
+                await scripts.sweep_one(keys=_Keys.of(meta[len(META_PREFIX):]), args=(now_us,), client=pipe)
+            results = await pipe.execute()
+            batch.clear()
+            return sum(int(result) for result in results)
+
+        async for key in self._client.scan_iter(match=META_PREFIX + "*", count=500):
+            batch.append(_text(key))
+            if len(batch) >= 200:
+                removed += await flush()
+        if batch:
+            removed += await flush()
+        return removed
+
+    async def _prune(self):
+        self._run()
+        client = self._client
+        for prefix in PREFIXES:
+            batch = []
+            async for key in client.scan_iter(match=prefix + "*", count=1000):
+                batch.append(key)
+                if len(batch) >= 500:
+                    await client.unlink(*batch)
+                    batch = []
+            if batch:
+                await client.unlink(*batch)
+
+
+def _is_tls_error(exc: BaseException) -> bool:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, _ssl.SSLError) or "SSL" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
