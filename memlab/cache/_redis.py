@@ -47,6 +47,7 @@ try:
     import redis
     import redis.asyncio as aioredis
     from redis.connection import SSLConnection, UnixDomainSocketConnection, parse_url
+    from redis.exceptions import NoScriptError
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("RedisCache needs the redis package: pip install 'memlab[redis]'") from exc
 
@@ -443,12 +444,30 @@ _SCRIPTS = {
 }
 
 
+class _Script:
+    """One registered script: ``EVALSHA`` straight on the client, re-loaded on ``NOSCRIPT``."""
+
+    __slots__ = ("client", "registered")
+
+    def __init__(self, client: Any, body: str) -> None:
+        self.client = client
+        self.registered = client.register_script(_PRELUDE + body)
+
+    async def __call__(self, keys: tuple, args: tuple, client: Any = None) -> Any:
+        if client is not None:  # a pipeline loads its scripts before it runs
+            return await self.registered(keys=keys, args=args, client=client)
+        try:
+            return await self.client.evalsha(self.registered.sha, len(keys), *keys, *args)
+        except NoScriptError:  # server restarted or SCRIPT FLUSH: load and run once more
+            return await self.registered(keys=keys, args=args)
+
+
 class _Scripts:
-    """The registered scripts of one client (``EVALSHA``, re-loaded on ``NOSCRIPT``)."""
+    """The scripts of one client, by name."""
 
     def __init__(self, client: Any) -> None:
         for name, body in _SCRIPTS.items():
-            setattr(self, name, client.register_script(_PRELUDE + body))
+            setattr(self, name, _Script(client, body))
 
 
 class RedisCache(CacheBackend):
