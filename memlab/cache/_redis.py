@@ -21,10 +21,15 @@ outlives both kinds), so abandoned sessions vanish without a sweep. Native expir
 follows the *server's* clock: with a fake clock, keep TTLs longer than the real
 duration of the test.
 
-**Atomicity.** Every operation is one Lua script (``EVALSHA``). Updates run the
-caller's Python merge between a read script and a compare-and-set script, retried
-on conflict. Appends are O(1) (``RPUSH`` + index ``HSET``); deleting a QA turn is
-O(n) inside the script (it shifts the index).
+**Atomicity.** Every session operation is one Lua script (``EVALSHA``), so it is
+atomic across processes. Updates run the caller's Python merge between a read
+script and a compare-and-set script that retries on conflict. Custom TTL policies
+(not ``sliding``/``lazy_slack``/``none``) decide in Python too, through the same
+compare-and-set. Appends and reads are O(1) in session length (``RPUSH`` plus an
+index ``HSET``; ``LRANGE -n -1``); deleting a QA turn is O(n) inside its script
+(it shifts the index). :meth:`sweep` and :meth:`prune` walk the keyspace with
+``SCAN``: each session is swept atomically, the walk as a whole is not. The
+scripts touch several keys of one session, so Redis Cluster is not supported.
 
 **Shared server.** :meth:`prune` SCANs memlab's key prefixes and UNLINKs them; it
 never runs ``FLUSHDB`` (cognee does), because memlab is one tenant of a Redis that
