@@ -15,21 +15,68 @@ it executes:
   re-run off the loop through SQLAlchemy's aiosqlite engine with a 30 s busy
   timeout, so a waiting writer never blocks the loop. Long jobs (sweeps) take
   that path directly.
+* :class:`PostgresRunner` keeps a few SQLAlchemy ``AsyncConnection`` objects
+  on asyncpg checked out (a pool checkout/checkin per call costs more than a
+  loopback round trip) and runs ``fn`` with ``await conn.run_sync(...)`` on the
+  DBAPI-level connection: asyncpg's adapter opens the transaction itself on the
+  first statement, and the runner ends it with the adapter's ``commit()`` /
+  ``rollback()``. Writes run in READ COMMITTED with explicit row locks; reads in
+  REPEATABLE READ READ ONLY so a multi-statement read sees one snapshot. A
+  deadlock or serialization failure re-runs the whole transaction up to
+  :data:`PG_RETRIES` times (backoff ``0.05 * 2**attempt`` s). Work that is one
+  statement goes through :meth:`PostgresRunner.execute`: one round trip on the
+  driver connection, no BEGIN/COMMIT (a single statement is its own transaction).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.sql import ClauseElement
+
+from memlab.exceptions import ConfigError
 
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 30_000
+
+#: PostgreSQL: re-runs of a transaction after a deadlock / serialization failure
+PG_RETRIES = 3
+#: PostgreSQL: first backoff in seconds; attempt ``n`` waits ``PG_BACKOFF * 2**n``
+PG_BACKOFF = 0.05
+#: SQLSTATEs worth re-running the whole transaction for
+_RETRY_SQLSTATES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
+
+
+def resolve_url(url: str | URL) -> tuple[str, URL]:
+    """``(dialect, async URL)`` for a cache/migration URL.
+
+    ``sqlite``/``sqlite+aiosqlite`` -> ``("sqlite", sqlite+aiosqlite://...)``;
+    ``postgresql``, ``postgres`` and ``postgresql+asyncpg`` -> ``("postgresql",
+    postgresql+asyncpg://...)``. Anything else raises :class:`ConfigError`
+    (the password is never shown).
+    """
+    parsed = make_url(url) if isinstance(url, str) else url
+    backend, _, driver = parsed.drivername.partition("+")
+    if backend == "sqlite" and driver in ("", "aiosqlite", "pysqlite"):
+        return "sqlite", parsed.set(drivername="sqlite+aiosqlite")
+    if backend in ("postgresql", "postgres") and driver in ("", "asyncpg"):
+        return "postgresql", parsed.set(drivername="postgresql+asyncpg")
+    raise ConfigError(
+        f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}: "
+        "use sqlite:///path or postgresql+asyncpg://user:password@host:port/db"
+    )
+
+
+def advisory_key(name: str) -> int:
+    """A stable signed 64-bit PostgreSQL advisory-lock key: the first 8 bytes of sha256(name)."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
 
 
 class CompiledStatements:
@@ -163,12 +210,17 @@ class SQLiteRunner:
                 lambda sync_conn: _sqlite_transaction(sync_conn.connection.dbapi_connection, self.statements, fn, write)
             )
 
-    async def run_ddl(self, fn: Callable[[Any], None]) -> None:
+    async def execute(self, name: str, params: dict[str, Any], *, write: bool) -> list[tuple]:
+        """One named statement in its own transaction; its rows."""
+        return await self.run(lambda db: db.rows(name, **params), write=write)
+
+    async def run_ddl(self, fn: Callable[[Any], T]) -> T:
         """Run schema work (``fn(sync_connection)``) through SQLAlchemy, off the loop."""
         async with self._slow_lock:
             conn = await self._slow_connection()
-            await conn.run_sync(fn)
+            result = await conn.run_sync(fn)
             await conn.commit()
+            return result
 
     async def close(self) -> None:
         if self._async_conn is not None:
@@ -178,3 +230,229 @@ class SQLiteRunner:
         if self._inline is not None:
             self._inline.close()
             self._inline = None
+
+
+# -- PostgreSQL ----------------------------------------------------------------------
+
+
+def _error_chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    for err in _error_chain(exc):
+        state = getattr(err, "sqlstate", None)
+        if isinstance(state, str):
+            return state
+    return None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True for a deadlock or serialization failure: re-running the transaction may succeed."""
+    return _sqlstate(exc) in _RETRY_SQLSTATES
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """True when ``exc`` says the connection itself failed (not one statement)."""
+    for err in _error_chain(exc):
+        state = getattr(err, "sqlstate", None)
+        # 08: connection exception; 57P: operator intervention (shutdown, crash, cannot connect now)
+        if isinstance(state, str) and state.startswith(("08", "57P")):
+            return True
+        if isinstance(err, (OSError, TimeoutError, asyncio.TimeoutError)):
+            return True
+        if type(err).__name__ in ("InterfaceError", "ConnectionDoesNotExistError", "InternalClientError"):
+            return True
+    return False
+
+
+class _Lease:
+    """One checked-out connection: the SQLAlchemy AsyncConnection, its DBAPI adapter and asyncpg connection."""
+
+    __slots__ = ("conn", "dbapi", "driver", "broken")
+
+    def __init__(self, conn: Any, dbapi: Any, driver: Any) -> None:
+        self.conn, self.dbapi, self.driver = conn, dbapi, driver
+        self.broken = False
+
+
+def _pg_transaction(_sync_conn: Any, lease: _Lease, statements: CompiledStatements, fn: Callable[[DB], T], write: bool) -> T:
+    dbapi = lease.dbapi
+    saved = dbapi.isolation_level, dbapi.readonly
+    if not write:  # one snapshot for the whole read; read-only never fails serialization
+        dbapi.isolation_level, dbapi.readonly = "repeatable_read", True
+    try:
+        try:
+            result = fn(DB(dbapi, statements))  # the adapter sends BEGIN before the first statement
+        except BaseException:
+            try:
+                dbapi.rollback()
+            except BaseException:
+                lease.broken = True
+            raise
+        dbapi.commit()
+        return result
+    finally:
+        dbapi.isolation_level, dbapi.readonly = saved
+
+
+class PostgresRunner:
+    """Runs work on a PostgreSQL database through SQLAlchemy's asyncpg dialect.
+
+    Holds at most ``pool_size`` connections (2-core default: 4), checked out of
+    the engine once and reused, so a call costs no pool bookkeeping. A connection
+    that failed at the connection level is dropped together with every idle one
+    (they are likely dead too) and replaced on the next call.
+    """
+
+    def __init__(
+        self,
+        url: str | URL,
+        statements: dict[str, ClauseElement],
+        *,
+        pool_size: int = 4,
+        connect_timeout: float = 5.0,
+        command_timeout: float | None = 60.0,
+    ) -> None:
+        _, self.url = resolve_url(url)
+        self._statement_defs = statements
+        self.statements: CompiledStatements | None = None
+        self.pool_size = max(1, int(pool_size))
+        self.connect_timeout = connect_timeout
+        self.command_timeout = command_timeout
+        self._engine = None
+        self._idle: list[_Lease] = []
+        self._slots: asyncio.Semaphore | None = None
+
+    @property
+    def display_url(self) -> str:
+        return self.url.render_as_string(hide_password=True)
+
+    async def open(self) -> None:
+        """Create the engine and connect once, so a bad URL or a down server fails here."""
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        connect_args: dict[str, Any] = {"timeout": self.connect_timeout}
+        if self.command_timeout:
+            connect_args["command_timeout"] = self.command_timeout
+        # leases hold up to pool_size connections; overflow serves run_ddl-style extras
+        self._engine = create_async_engine(
+            self.url, pool_size=self.pool_size, max_overflow=2, pool_recycle=1800, connect_args=connect_args
+        )
+        self.statements = CompiledStatements(self._engine.dialect, self._statement_defs)
+        self._slots = asyncio.Semaphore(self.pool_size)
+        try:
+            self._checkin(await self._checkout())
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for lease in idle:
+            await self._close_lease(lease, invalidate=False)
+        if self._engine is not None:
+            engine, self._engine = self._engine, None
+            await engine.dispose()
+
+    # connections
+    async def _checkout(self) -> _Lease:
+        if self._engine is None:
+            raise RuntimeError(f"PostgreSQL store {self.display_url} is not open")
+        await self._slots.acquire()
+        try:
+            while self._idle:
+                lease = self._idle.pop()
+                if not lease.driver.is_closed():
+                    return lease
+                await self._close_lease(lease, invalidate=True)
+            conn = await self._engine.connect()
+            try:
+                fairy = await conn.get_raw_connection()
+                return _Lease(conn, fairy.dbapi_connection, fairy.driver_connection)
+            except BaseException:
+                await conn.close()
+                raise
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def _checkin(self, lease: _Lease) -> None:
+        if self._engine is None:  # closed while this call ran: nothing will reuse the connection
+            lease.driver.terminate()
+        else:
+            self._idle.append(lease)
+        self._slots.release()
+
+    @staticmethod
+    async def _close_lease(lease: _Lease, *, invalidate: bool) -> None:
+        try:
+            if invalidate:
+                lease.driver.terminate()  # immediate; a graceful close could wait on a dead server
+                await lease.conn.invalidate()
+            await lease.conn.close()
+        except Exception:  # closing a broken connection may fail; it is gone either way
+            pass
+
+    async def _release_after(self, lease: _Lease, exc: BaseException) -> None:
+        """Return ``lease`` after a failed call, or drop it when its state is unknown."""
+        cancelled = not isinstance(exc, Exception)  # mid-protocol: the connection cannot be reused
+        lost = not cancelled and _connection_lost(exc)
+        if not (cancelled or lost or lease.broken or lease.driver.is_closed()):
+            self._checkin(lease)
+            return
+        try:
+            await self._close_lease(lease, invalidate=True)
+            if lost:  # a lost connection usually means every idle one is lost too
+                idle, self._idle = self._idle, []
+                for other in idle:
+                    await self._close_lease(other, invalidate=True)
+        finally:
+            self._slots.release()
+
+    # work
+    async def _attempts(self, call: Callable[[_Lease], Awaitable[T]]) -> T:
+        """``await call(lease)``; on a deadlock / serialization failure, again (whole) after a backoff."""
+        attempt = 0
+        while True:
+            lease = await self._checkout()
+            try:
+                result = await call(lease)
+            except BaseException as exc:
+                await self._release_after(lease, exc)
+                if attempt < PG_RETRIES and is_retryable(exc):
+                    await asyncio.sleep(PG_BACKOFF * 2**attempt)
+                    attempt += 1
+                    continue
+                raise
+            self._checkin(lease)
+            return result
+
+    async def run(self, fn: Callable[[DB], T], *, write: bool, inline: bool = True) -> T:
+        """Run ``fn`` in one transaction (``inline`` is accepted for interface parity)."""
+        return await self._attempts(lambda lease: lease.conn.run_sync(_pg_transaction, lease, self.statements, fn, write))
+
+    async def execute(self, name: str, params: dict[str, Any], *, write: bool) -> list:
+        """One named statement, autocommitted: one round trip on the asyncpg connection."""
+        sql, args = self.statements.bind(name, params)
+        return await self._attempts(lambda lease: lease.driver.fetch(sql, *args))
+
+    async def run_ddl(self, fn: Callable[[Any], T]) -> T:
+        """Run schema work (``fn(sync_connection)``) through SQLAlchemy and commit."""
+        lease = await self._checkout()
+        try:
+            result = await lease.conn.run_sync(fn)
+            await lease.conn.commit()
+        except BaseException as exc:
+            try:
+                await lease.conn.rollback()
+            except BaseException:
+                lease.broken = True
+            await self._release_after(lease, exc)
+            raise
+        self._checkin(lease)
+        return result

@@ -1,20 +1,31 @@
 from __future__ import annotations
 
+import importlib.util
+import logging
 import secrets
 from collections.abc import Hashable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from sqlalchemy import bindparam, delete, exists, or_, select, tuple_, update
+from sqlalchemy import BigInteger, Boolean, Float, String, Text, bindparam, delete, exists, func, or_, select, tuple_, update
 from sqlalchemy.engine import make_url
 
-from memlab._sqlrun import DB, is_integrity_error
+from memlab._sqlrun import DB, advisory_key, is_integrity_error, resolve_url
 from memlab.cache._base import CacheBackend, PayloadChange
-from memlab.cache._sql_schema import metadata, qa_entries, session_context, session_state
+from memlab.cache._sql_schema import qa_entries, session_context, session_state
 from memlab.exceptions import ConfigError, SessionQAEntryValidationError
+from memlab.ttl import LazySlackTTL, SlidingTTL
+
+logger = logging.getLogger("memlab.cache")
 
 _DEAD_CURSOR = ("dead",)
 _TABLES = {"qa": qa_entries, "context": session_context}
+#: multi-lock transactions take session-state rows in (user, session, kind) order
+_KINDS_IN_LOCK_ORDER = tuple(sorted(_TABLES))
+
+#: ``pg_try_advisory_xact_lock`` key guarding the global sweep on PostgreSQL: one
+#: sweeper per database at a time; the others skip (it is only housekeeping)
+SWEEP_LOCK_KEY = advisory_key("memlab.cache.sweep")
 
 
 def _dt(stamp: float | None) -> datetime | None:
@@ -51,6 +62,11 @@ def build_statements(dialect_name: str) -> dict:
         .on_conflict_do_nothing(),
         "state_update": update(st).where(*in_state).values(expires_at=bindparam("expires_at"), epoch=bindparam("epoch")),
         "state_delete_session": delete(st).where(st.c.user_id == u, st.c.session_id == s),
+        # the sweep locks dead state rows first, in the same order every other transaction uses
+        "sweep_lock": select(st.c.user_id)
+        .where(st.c.expires_at <= bindparam("now"))
+        .order_by(st.c.user_id, st.c.session_id, st.c.kind)
+        .with_for_update(),
         "sweep_state": delete(st).where(st.c.expires_at <= bindparam("now")),
     }
     for kind, table in _TABLES.items():
@@ -88,40 +104,130 @@ def build_statements(dialect_name: str) -> dict:
             ),
         }
     )
+    if dialect_name == "postgresql":
+        stmts["sweep_try_lock"] = select(func.pg_try_advisory_xact_lock(bindparam("key", type_=BigInteger)))
+        stmts.update(_postgres_fast_writes(insert))
     return stmts
+
+
+def _postgres_fast_writes(insert) -> dict:
+    """The common write of each kind as ONE statement (PostgreSQL only).
+
+    ``WITH locked AS (SELECT ... FROM cache_session_state ... FOR UPDATE)`` takes
+    the live session's state-row lock, the INSERT reads its row from ``locked``,
+    so ``seq`` is drawn only once the lock is held and seq order equals commit
+    order within a session (what ``read_qa_log`` cursors rely on). A second CTE
+    re-stamps the expiry when ``ttl_on`` and it lags ``cutoff`` (rare under the
+    lazy policy, so most appends write no state row). A missing or dead state
+    yields no row: nothing is written and the caller runs the full transaction
+    (create / scoped purge).
+    """
+    st = session_state
+    u, s = bindparam("user_id", type_=String), bindparam("session_id", type_=String)
+    fast = {}
+    for kind, table in _TABLES.items():
+        mine = (st.c.user_id == u, st.c.session_id == s, st.c.kind == kind)
+        locked = (
+            select(st.c.expires_at)
+            .where(*mine, or_(st.c.expires_at.is_(None), st.c.expires_at > bindparam("now", type_=Float)))
+            .with_for_update()
+            .cte(f"{kind}_locked")
+        )
+        lagging = select(locked.c.expires_at).where(
+            or_(locked.c.expires_at.is_(None), locked.c.expires_at < bindparam("cutoff", type_=Float))
+        )
+        restamp = (
+            update(st)
+            .where(*mine, bindparam("ttl_on", type_=Boolean), lagging.exists())
+            .values(expires_at=bindparam("new_expiry", type_=Float))
+            .cte(f"{kind}_restamp")
+        )
+        key = "qa_id" if kind == "qa" else "entry_id"
+        row = select(
+            u,
+            s,
+            bindparam("key", type_=String),
+            bindparam("payload", type_=Text),
+            bindparam("created_at", type_=Float),
+        ).select_from(locked)
+        stmt = insert(table).from_select(["user_id", "session_id", key, "payload", "created_at"], row)
+        if kind == "context":
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["user_id", "session_id", "entry_id"], set_={"payload": stmt.excluded.payload}
+            )
+        fast[f"{kind}_write_fast"] = stmt.add_cte(restamp).returning(table.c.seq)
+    return fast
 
 
 class SQLCache(CacheBackend):
     """Session cache in SQL tables: a SQLite file (default) or PostgreSQL.
 
-    One statement set serves every dialect (:func:`build_statements`); see
-    :mod:`memlab._sqlrun` for how each dialect executes it. Expiry is stored once
-    per (session, kind), so sliding it costs one row write however long the
-    session is. TTL defaults to ``lazy_slack``.
+    ``url`` is ``sqlite:///path`` or ``postgresql+asyncpg://user:pw@host:port/db``
+    (``postgresql://`` is read as asyncpg). One statement set serves every dialect
+    (:func:`build_statements`); see :mod:`memlab._sqlrun` for how each dialect
+    executes it. Expiry is stored once per (session, kind), so sliding it costs
+    one row write however long the session is. TTL defaults to ``lazy_slack``.
+
+    Opening brings the schema to the newest migration (:mod:`memlab.migrations`):
+    a fresh database is created and stamped, an older one is upgraded.
+
+    PostgreSQL only: ``pool_size`` connections at most (default 4, sized for a
+    2-core host), ``connect_timeout`` seconds to connect, ``command_timeout``
+    seconds per statement (None: no limit). Writes lock the session's state row
+    first; deadlocks and serialization failures are retried (see
+    :class:`memlab._sqlrun.PostgresRunner`); the global sweep runs under
+    ``pg_try_advisory_xact_lock(SWEEP_LOCK_KEY)`` and is skipped while another
+    process sweeps.
     """
 
     default_ttl_policy = "lazy_slack"
 
-    def __init__(self, url: str, **kwargs) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 4,
+        connect_timeout: float = 5.0,
+        command_timeout: float | None = 60.0,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
+        dialect, parsed = resolve_url(url)
         self.url = url
-        parsed = make_url(url)
-        if parsed.get_backend_name() != "sqlite":
-            raise ConfigError(f"SQLCache supports sqlite URLs in this build, got {parsed.render_as_string(hide_password=True)!r}")
-        if not parsed.database or parsed.database == ":memory:":
-            raise ConfigError(f"SQLCache needs a database file path, got {url!r}")
-        self.name = "sqlite"
-        self.path = Path(parsed.database)
+        self.dialect = dialect
+        self.display_url = make_url(url).render_as_string(hide_password=True)
+        if dialect == "sqlite":
+            if not parsed.database or parsed.database == ":memory:":
+                raise ConfigError(f"SQLCache needs a database file path, got {self.display_url!r}")
+            self.name = "sqlite"
+            self.path = Path(parsed.database)
+        else:
+            if importlib.util.find_spec("asyncpg") is None:
+                raise ImportError("the postgres cache needs asyncpg: pip install 'memlab[postgres]'")
+            self.name = "postgres"
+            self.path = None
+        self._pg_options = {"pool_size": pool_size, "connect_timeout": connect_timeout, "command_timeout": command_timeout}
         self._runner = None
+
+    def __repr__(self) -> str:
+        return f"SQLCache({self.display_url!r}, ttl={self.ttl.name}:{self.ttl.seconds})"
 
     # lifecycle
     async def _open(self) -> None:
-        from memlab._sqlrun import SQLiteRunner
+        from memlab._sqlrun import PostgresRunner, SQLiteRunner
+        from memlab.migrations import upgrade_connection
 
-        runner = SQLiteRunner(self.path, build_statements("sqlite"))
-        runner.open()
+        statements = build_statements(self.dialect)
+        if self.dialect == "sqlite":
+            runner = SQLiteRunner(self.path, statements)
+            runner.open()
+        else:
+            runner = PostgresRunner(self.url, statements, **self._pg_options)
+            await runner.open()
         try:
-            await runner.run_ddl(lambda conn: metadata.create_all(conn, checkfirst=True))
+            # SQLite: through the slow path's own connection (busy timeout, BEGIN
+            # IMMEDIATE), while the inline connection holds no transaction
+            await runner.run_ddl(lambda conn: upgrade_connection(conn, display_url=self.display_url))
         except BaseException:
             await runner.close()
             raise
@@ -132,10 +238,56 @@ class SQLCache(CacheBackend):
             runner, self._runner = self._runner, None
             await runner.close()
 
-    async def _run(self, fn, *, write: bool, inline: bool = True):
+    def _open_runner(self):
         if self._runner is None:
-            raise RuntimeError(f"{self.name} cache at {self.path} is not open")
-        return await self._runner.run(fn, write=write, inline=inline)
+            raise RuntimeError(f"{self.name} cache at {self.display_url} is not open")
+        return self._runner
+
+    async def _run(self, fn, *, write: bool, inline: bool = True):
+        return await self._open_runner().run(fn, write=write, inline=inline)
+
+    async def _execute(self, name: str, *, write: bool, **params):
+        """One statement in its own transaction (on PostgreSQL: one round trip)."""
+        return await self._open_runner().execute(name, params, write=write)
+
+    def _fast_ttl(self, now: datetime) -> dict | None:
+        """Parameters that let SQL decide the re-stamp exactly as ``self.ttl`` would.
+
+        Known policies only (``restamp iff enabled and (expiry is NULL or expiry <
+        cutoff)``); None sends an unknown policy down the general path.
+        """
+        policy = self.ttl
+        if not policy.enabled:  # the contract: a disabled policy never demands a write
+            return {"ttl_on": False, "cutoff": 0.0, "new_expiry": None}
+        if type(policy) is SlidingTTL:
+            slack = 0.0
+        elif type(policy) is LazySlackTTL:
+            slack = policy.slack
+        else:
+            return None
+        target = policy.expiry_after_write(now)
+        cutoff = target - timedelta(seconds=slack * policy.seconds)
+        return {"ttl_on": True, "cutoff": cutoff.timestamp(), "new_expiry": target.timestamp()}
+
+    async def _write_fast(self, kind: str, user_id, session_id, key, payload, now) -> bool:
+        """PostgreSQL's one-statement write; False when the general path must run."""
+        if self.dialect != "postgresql":
+            return False
+        ttl = self._fast_ttl(now)
+        if ttl is None:
+            return False
+        rows = await self._execute(
+            f"{kind}_write_fast",
+            write=True,
+            user_id=user_id,
+            session_id=session_id,
+            key=key,
+            payload=payload,
+            created_at=now.timestamp(),
+            now=now.timestamp(),
+            **ttl,
+        )
+        return bool(rows)
 
     # state helpers, run inside a transaction
     def _lock_state(self, db: DB, user_id: str, session_id: str, kind: str, *, create: bool):
@@ -183,7 +335,8 @@ class SQLCache(CacheBackend):
             self._after_change(db, user_id, session_id, "qa", state, now, bump=False)
 
         try:
-            await self._run(work, write=True)
+            if not await self._write_fast("qa", user_id, session_id, qa_id, payload, now):
+                await self._run(work, write=True)
         except Exception as exc:
             if is_integrity_error(exc):
                 raise SessionQAEntryValidationError(f"qa_id {qa_id!r} already exists in this session") from None
@@ -192,9 +345,9 @@ class SQLCache(CacheBackend):
     async def _read_qa(self, user_id, session_id, last_n, now):
         ids = {"user_id": user_id, "session_id": session_id, "now": now.timestamp()}
         if last_n is None:
-            rows = await self._run(lambda db: db.rows("qa_all", **ids), write=False)
+            rows = await self._execute("qa_all", write=False, **ids)
             return [row[0] for row in rows]
-        rows = await self._run(lambda db: db.rows("qa_last_n", last_n=last_n, **ids), write=False)
+        rows = await self._execute("qa_last_n", write=False, last_n=last_n, **ids)
         return [row[0] for row in reversed(rows)]
 
     async def _read_qa_log(self, user_id, session_id, cursor: Hashable | None, now):
@@ -249,11 +402,12 @@ class SQLCache(CacheBackend):
             )
             self._after_change(db, user_id, session_id, "context", state, now, bump=False)
 
-        await self._run(work, write=True)
+        if not await self._write_fast("context", user_id, session_id, entry_id, payload, now):
+            await self._run(work, write=True)
 
     async def _read_context(self, user_id, session_id, now):
         ids = {"user_id": user_id, "session_id": session_id, "now": now.timestamp()}
-        rows = await self._run(lambda db: db.rows("context_all", **ids), write=False)
+        rows = await self._execute("context_all", write=False, **ids)
         return [row[0] for row in rows]
 
     async def _modify_context(self, user_id, session_id, entry_id, change, now):
@@ -271,7 +425,7 @@ class SQLCache(CacheBackend):
     async def _delete_session(self, user_id, session_id, now):
         def work(db: DB) -> bool:
             existed = False
-            for kind in _TABLES:
+            for kind in _KINDS_IN_LOCK_ORDER:
                 live = self._live_state(db, user_id, session_id, kind, now) is not None
                 removed = db.run(f"{kind}_purge", user_id=user_id, session_id=session_id)
                 existed = existed or (live and removed > 0)
@@ -281,9 +435,16 @@ class SQLCache(CacheBackend):
         return await self._run(work, write=True)
 
     async def _sweep(self, now):
+        stamp = now.timestamp()
+
         def work(db: DB) -> int:
-            removed = sum(db.run(f"{kind}_sweep", now=now.timestamp()) for kind in _TABLES)
-            db.run("sweep_state", now=now.timestamp())
+            if self.dialect == "postgresql" and not db.first("sweep_try_lock", key=SWEEP_LOCK_KEY)[0]:
+                logger.debug("postgres cache sweep skipped: another process is sweeping")
+                return 0
+            if not db.rows("sweep_lock", now=stamp):  # locks the dead sessions' state rows
+                return 0
+            removed = sum(db.run(f"{kind}_sweep", now=stamp) for kind in _TABLES)
+            db.run("sweep_state", now=stamp)
             return removed
 
         return await self._run(work, write=True, inline=False)

@@ -4,6 +4,11 @@ Expiry is kept once per (user, session, kind) in ``cache_session_state``, not
 per row, so sliding a session's TTL writes one row however long the session
 is. ``epoch`` changes (to a fresh random value) whenever a kind changes other
 than by appending; incremental readers compare it to detect that.
+
+This module is the schema at the newest migration (``memlab.migrations.HEAD``):
+a fresh database is created from it and stamped. Any change here needs a new
+revision in ``memlab/migrations/versions/`` (tests/test_migrations.py checks
+that both routes give the same schema).
 """
 
 from __future__ import annotations
