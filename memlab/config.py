@@ -43,6 +43,7 @@ __all__ = [
 CACHE_BACKENDS: dict[str, str] = {
     "memory": "memlab.cache._memory:MemoryCache",
     "sqlite": "memlab.cache._sql:SQLCache",
+    "postgres": "memlab.cache._sql:SQLCache",
 }
 
 #: config name -> "module:Class" of each TTL policy ("auto" picks the backend's default)
@@ -237,6 +238,32 @@ def build_ttl_policy(config: StackConfig):
     return cls(ttl.seconds)
 
 
+def _postgres_cache_url(config: StackConfig, environ: Mapping[str, str]) -> str:
+    """The postgres cache URL: ``cache.db_url``, else the relational ``DB_*`` settings.
+
+    ``DB_PROVIDER=postgres`` with ``DB_HOST`` (localhost), ``DB_PORT`` (5432),
+    ``DB_USERNAME``, ``DB_PASSWORD``, ``DB_NAME``; names are case-insensitive.
+    """
+    if config.cache.db_url:
+        return config.cache.db_url
+    env = {key.upper(): value for key, value in environ.items()}
+    if (env.get("DB_PROVIDER") or "").strip().lower() not in ("postgres", "postgresql"):
+        raise ConfigError("postgres cache needs CACHE_DB_URL or DB_PROVIDER=postgres with DB_* settings")
+    from sqlalchemy.engine import URL
+
+    port = (env.get("DB_PORT") or "5432").strip()
+    if not port.isdigit():
+        raise ConfigError(f"DB_PORT must be a port number, got {port!r}")
+    return URL.create(
+        "postgresql+asyncpg",
+        username=env.get("DB_USERNAME") or None,
+        password=env.get("DB_PASSWORD") or None,
+        host=(env.get("DB_HOST") or "localhost").strip(),
+        port=int(port),
+        database=env.get("DB_NAME") or None,
+    ).render_as_string(hide_password=False)
+
+
 def build_cache_backend(config: StackConfig, clock):
     """The cache backend the config names, or None when caching is off."""
     cache = config.cache
@@ -248,4 +275,6 @@ def build_cache_backend(config: StackConfig, clock):
         return cls(**common)
     if cache.backend == "sqlite":
         return cls(cache.db_url or f"sqlite:///{config.cache_path}", **common)
+    if cache.backend == "postgres":
+        return cls(_postgres_cache_url(config, os.environ), **common)
     raise ConfigError(f"cache backend {cache.backend!r} has no builder")  # pragma: no cover - registry and builders agree
