@@ -540,9 +540,13 @@ class RedisCache(CacheBackend):
             self._sync = redis.Redis(**self._conn_kwargs)
         return self._sync
 
+    def _new_client(self) -> "aioredis.Redis":
+        """The backend's async client: same settings as :meth:`sync_client` (one kwargs builder)."""
+        return aioredis.Redis(**self._conn_kwargs)
+
     async def _open(self) -> None:
         if self._client is None:
-            self._client = aioredis.Redis(**self._conn_kwargs)
+            self._client = self._new_client()
         try:
             await self._client.ping()
         except BaseException:

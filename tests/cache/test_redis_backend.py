@@ -564,7 +564,7 @@ async def test_custom_policy_survives_concurrent_writers(harness):
 )
 def test_tls_settings_reach_both_clients(reqs, mode):
     cache = RedisCache(host="cache.example", port=6380, password="pw", ssl=True, ssl_cert_reqs=reqs)
-    async_pool = aioredis.Redis(**cache._conn_kwargs).connection_pool
+    async_pool = cache._new_client().connection_pool  # the client open() uses
     sync_pool = cache.sync_client().connection_pool
     assert async_pool.connection_class is redis.asyncio.connection.SSLConnection
     assert sync_pool.connection_class is redis.connection.SSLConnection
