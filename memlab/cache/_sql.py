@@ -7,7 +7,7 @@ from collections.abc import Hashable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from sqlalchemy import BigInteger, Boolean, Float, String, Text, bindparam, delete, exists, func, or_, select, tuple_, update
+from sqlalchemy import BigInteger, Boolean, Float, String, Text, and_, bindparam, case, delete, exists, func, or_, select, tuple_, update
 from sqlalchemy.engine import make_url
 
 from memlab._sqlrun import DB, advisory_key, is_integrity_error, resolve_url
@@ -95,10 +95,30 @@ def build_statements(dialect_name: str) -> dict:
                 user_id=u, session_id=s, qa_id=bindparam("key"), payload=bindparam("payload"), created_at=bindparam("created_at")
             ),
             "qa_last_n": select(qa.c.payload).where(*mine, live("qa")).order_by(qa.c.seq.desc()).limit(bindparam("last_n")),
-            "qa_state": select(st.c.expires_at, st.c.epoch).where(
-                st.c.user_id == u, st.c.session_id == s, st.c.kind == "qa"
-            ),
-            "qa_after": select(qa.c.seq, qa.c.payload).where(*mine, qa.c.seq > bindparam("after")).order_by(qa.c.seq),
+            # one statement: the live state's epoch, and the rows after the cursor when the
+            # cursor's epoch still matches (else all rows); no row at all = dead or missing
+            "qa_log": select(st.c.epoch, qa.c.seq, qa.c.payload)
+            .select_from(
+                st.outerjoin(
+                    qa,
+                    and_(
+                        qa.c.user_id == st.c.user_id,
+                        qa.c.session_id == st.c.session_id,
+                        qa.c.seq
+                        > case(
+                            (st.c.epoch == bindparam("cursor_epoch", type_=BigInteger), bindparam("after", type_=BigInteger)),
+                            else_=-1,
+                        ),
+                    ),
+                )
+            )
+            .where(
+                st.c.user_id == u,
+                st.c.session_id == s,
+                st.c.kind == "qa",
+                or_(st.c.expires_at.is_(None), st.c.expires_at > bindparam("now")),
+            )
+            .order_by(qa.c.seq),
             "context_upsert": ctx_insert.on_conflict_do_update(
                 index_elements=["user_id", "session_id", "entry_id"], set_={"payload": ctx_insert.excluded.payload}
             ),
@@ -351,18 +371,24 @@ class SQLCache(CacheBackend):
         return [row[0] for row in reversed(rows)]
 
     async def _read_qa_log(self, user_id, session_id, cursor: Hashable | None, now):
-        def work(db: DB):
-            state = db.first("qa_state", user_id=user_id, session_id=session_id)
-            if state is None or not self.ttl.is_live(_dt(state[0]), now):
-                return _DEAD_CURSOR, [], True
-            epoch = state[1]
-            incremental = isinstance(cursor, tuple) and len(cursor) == 2 and cursor[0] == epoch
-            after = cursor[1] if incremental else -1
-            rows = db.rows("qa_after", user_id=user_id, session_id=session_id, after=after)
-            last_seq = rows[-1][0] if rows else max(after, 0)
-            return (epoch, last_seq), [row[1] for row in rows], not incremental
-
-        return await self._run(work, write=False)
+        ours = isinstance(cursor, tuple) and len(cursor) == 2 and all(type(part) is int for part in cursor)
+        rows = await self._execute(
+            "qa_log",
+            write=False,
+            user_id=user_id,
+            session_id=session_id,
+            now=now.timestamp(),
+            cursor_epoch=cursor[0] if ours else None,
+            after=cursor[1] if ours else -1,
+        )
+        if not rows:
+            return _DEAD_CURSOR, [], True
+        epoch = rows[0][0]
+        incremental = ours and cursor[0] == epoch
+        after = cursor[1] if incremental else -1
+        rows = [row for row in rows if row[1] is not None]  # the outer join's empty side
+        last_seq = rows[-1][1] if rows else max(after, 0)
+        return (epoch, last_seq), [row[2] for row in rows], not incremental
 
     async def _modify(self, kind, user_id, session_id, key, change: PayloadChange, now) -> bool:
         def work(db: DB) -> bool:
