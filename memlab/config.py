@@ -8,7 +8,8 @@ seeds' variables with their defaults (names are case-insensitive)::
     CACHE_HOST=localhost CACHE_PORT=6379 CACHE_USERNAME= CACHE_PASSWORD= CACHE_SSL=false
     CACHE_SSL_CERT_REQS=required  SESSION_TTL_SECONDS=604800  SESSION_SEARCH_MODE=concurrent
     AUTO_FEEDBACK=true  SESSION_ABANDON_AFTER_SECONDS=1800  MEMLAB_TTL_POLICY=auto
-    MEMLAB_DATA_ROOT=./.memlab
+    MEMLAB_DATA_ROOT=./.memlab  TAPES_INGEST_URL=  TAPES_PROVIDER=openai
+    DB_PROVIDER= DB_HOST= DB_PORT= DB_USERNAME= DB_PASSWORD= DB_NAME=   (postgres cache without CACHE_DB_URL)
 
 An unknown strategy name raises :class:`~memlab.exceptions.ConfigError` listing
 the valid ones.
@@ -44,6 +45,9 @@ CACHE_BACKENDS: dict[str, str] = {
     "memory": "memlab.cache._memory:MemoryCache",
     "sqlite": "memlab.cache._sql:SQLCache",
     "postgres": "memlab.cache._sql:SQLCache",
+    "redis": "memlab.cache._redis:RedisCache",
+    "fs": "memlab.cache._disk:DiskCache",
+    "tapes": "memlab.cache._tapes:TapesCache",
 }
 
 #: config name -> "module:Class" of each TTL policy ("auto" picks the backend's default)
@@ -100,6 +104,8 @@ class CacheConfig(_Section):
     password: Optional[SecretStr] = None
     ssl: bool = False
     ssl_cert_reqs: Literal["required", "optional", "none"] = "required"
+    tapes_ingest_url: Optional[str] = None
+    tapes_provider: str = "openai"
 
     @field_validator("backend")
     @classmethod
@@ -170,6 +176,8 @@ class StackConfig(_Section):
                     password=env.get("CACHE_PASSWORD") or None,
                     ssl=reader.flag("CACHE_SSL", False),
                     ssl_cert_reqs=(env.get("CACHE_SSL_CERT_REQS") or "required").strip().lower(),
+                    tapes_ingest_url=env.get("TAPES_INGEST_URL") or None,
+                    tapes_provider=(env.get("TAPES_PROVIDER") or "openai").strip().lower(),
                 ),
                 ttl=TTLConfig(policy=(env.get("MEMLAB_TTL_POLICY") or "auto").strip().lower(), seconds=ttl_seconds),
                 session=SessionConfig(abandon_after_seconds=reader.abandon_after()),
@@ -185,6 +193,11 @@ class StackConfig(_Section):
     def cache_path(self) -> Path:
         """The default SQLite cache file: ``{data_root}/cache.db``."""
         return self.data_root / "cache.db"
+
+    @property
+    def fs_cache_dir(self) -> Path:
+        """The fs/tapes cache directory: ``{data_root}/.memlab_fs_cache/sessions_db``."""
+        return self.data_root / ".memlab_fs_cache" / "sessions_db"
 
 
 class _EnvReader:
@@ -277,4 +290,21 @@ def build_cache_backend(config: StackConfig, clock):
         return cls(cache.db_url or f"sqlite:///{config.cache_path}", **common)
     if cache.backend == "postgres":
         return cls(_postgres_cache_url(config, os.environ), **common)
+    if cache.backend == "redis":
+        password = cache.password.get_secret_value() if cache.password else None
+        return cls(
+            host=cache.host,
+            port=cache.port,
+            username=cache.username,
+            password=password,
+            ssl=cache.ssl,
+            ssl_cert_reqs=cache.ssl_cert_reqs,
+            **common,
+        )
+    if cache.backend == "fs":
+        return cls(config.fs_cache_dir, **common)
+    if cache.backend == "tapes":
+        if not cache.tapes_ingest_url:
+            raise ConfigError("the tapes cache backend needs TAPES_INGEST_URL (the Tapes ingest service)")
+        return cls(config.fs_cache_dir, ingest_url=cache.tapes_ingest_url, provider=cache.tapes_provider, **common)
     raise ConfigError(f"cache backend {cache.backend!r} has no builder")  # pragma: no cover - registry and builders agree

@@ -6,9 +6,15 @@ only when first touched).
 
 from memlab.cache._base import CacheBackend, QALog
 
-__all__ = ["CacheBackend", "MemoryCache", "QALog", "SQLCache"]
+__all__ = ["CacheBackend", "DiskCache", "MemoryCache", "QALog", "RedisCache", "SQLCache", "TapesCache"]
 
-_LAZY = {"MemoryCache": "memlab.cache._memory", "SQLCache": "memlab.cache._sql"}
+_LAZY = {
+    "DiskCache": "memlab.cache._disk",
+    "MemoryCache": "memlab.cache._memory",
+    "RedisCache": "memlab.cache._redis",
+    "SQLCache": "memlab.cache._sql",
+    "TapesCache": "memlab.cache._tapes",
+}
 
 
 def __getattr__(name: str):

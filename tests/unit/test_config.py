@@ -108,3 +108,24 @@ def test_stack_from_env_uses_environment(monkeypatch, tmp_path):
     stack = MemoryStack.from_env()
     assert isinstance(stack.cache, MemoryCache)
     assert stack.config.data_root == tmp_path
+
+
+def test_build_every_registered_backend(tmp_path):
+    from memlab.cache import DiskCache, RedisCache, TapesCache
+
+    clock = FakeClock()
+    fs = build_cache_backend(StackConfig(data_root=tmp_path, cache=CacheConfig(backend="fs")), clock)
+    assert isinstance(fs, DiskCache) and fs.path == tmp_path / ".memlab_fs_cache" / "sessions_db"
+    redis = build_cache_backend(
+        StackConfig.from_env({"CACHE_BACKEND": "redis", "CACHE_HOST": "h", "CACHE_PORT": "7000", "CACHE_PASSWORD": "pw"}), clock
+    )
+    assert isinstance(redis, RedisCache) and "pw" not in repr(redis)
+    with pytest.raises(ConfigError, match="TAPES_INGEST_URL"):
+        build_cache_backend(StackConfig(cache=CacheConfig(backend="tapes")), clock)
+    tapes = build_cache_backend(
+        StackConfig.from_env({"CACHE_BACKEND": "tapes", "TAPES_INGEST_URL": "http://127.0.0.1:9", "MEMLAB_DATA_ROOT": str(tmp_path)}),
+        clock,
+    )
+    assert isinstance(tapes, TapesCache)
+    with pytest.raises(ConfigError, match="CACHE_DB_URL"):
+        build_cache_backend(StackConfig(cache=CacheConfig(backend="postgres")), clock)
