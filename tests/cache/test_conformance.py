@@ -8,7 +8,7 @@ import pytest
 
 from memlab.cache._base import CacheBackend
 from memlab.testing.conformance import CacheBackendSuite
-from memlab.testing.suppliers import BACKENDS, SUPPLIERS, supply_backend
+from memlab.testing.suppliers import BACKENDS, SUPPLIERS, server_url, supply_backend
 
 Hook = Callable[[CacheBackend, str, str], Awaitable[None]]
 CORRUPT = "{not json"
@@ -76,3 +76,40 @@ class TestCacheBackends(CacheBackendSuite):
     @pytest.fixture
     def corrupt_context_row(self, backend_name) -> Hook:
         return _hook(CORRUPT_CONTEXT_ROW, backend_name, "context")
+
+
+# -- the supplier helpers themselves ------------------------------------------------------
+
+
+def test_server_url_returns_the_variable(monkeypatch):
+    monkeypatch.setenv("MEMLAB_TEST_FAKE_URL", " redis://127.0.0.1:1/0 ")
+    assert server_url("MEMLAB_TEST_FAKE_URL") == "redis://127.0.0.1:1/0"
+
+
+@pytest.mark.parametrize(
+    "ci, outcome", [(None, pytest.skip.Exception), ("false", pytest.skip.Exception), ("true", pytest.fail.Exception)]
+)
+def test_server_url_missing_skips_but_fails_in_ci(monkeypatch, ci, outcome):
+    monkeypatch.delenv("MEMLAB_TEST_FAKE_URL", raising=False)
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    with pytest.raises(outcome, match="MEMLAB_TEST_FAKE_URL"):
+        server_url("MEMLAB_TEST_FAKE_URL")
+
+
+async def test_supply_backend_rejects_unknown_names(tmp_path):
+    with pytest.raises(ValueError, match="registered:"):
+        async with supply_backend("no-such-backend", tmp_path=tmp_path):
+            pass  # pragma: no cover
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+async def test_supply_backend_prunes_and_closes_on_exit(name, tmp_path):
+    async with supply_backend(name, tmp_path=tmp_path) as cache:
+        await cache.create_qa_entry("u1", "s1", question="q", answer="a")
+        await cache.close()  # closing early is allowed
+    if SUPPLIERS[name].shared:
+        async with supply_backend(name, tmp_path=tmp_path) as again:
+            assert await again.get_all_qa_entries("u1", "s1") == []

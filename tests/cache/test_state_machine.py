@@ -14,7 +14,7 @@ from memlab.testing.machines import agreement_machine
 from memlab.testing.suppliers import BACKENDS, supply_backend
 
 MACHINE_SETTINGS = settings(
-    max_examples=60,
+    max_examples=50,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
