@@ -339,7 +339,7 @@ class PostgresRunner:
         connect_args: dict[str, Any] = {"timeout": self.connect_timeout}
         if self.command_timeout:
             connect_args["command_timeout"] = self.command_timeout
-        # leases hold up to pool_size connections; overflow serves run_ddl-style extras
+        # leases hold at most pool_size connections; the overflow is slack for one whose close failed
         self._engine = create_async_engine(
             self.url, pool_size=self.pool_size, max_overflow=2, pool_recycle=1800, connect_args=connect_args
         )

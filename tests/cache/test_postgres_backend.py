@@ -512,3 +512,70 @@ async def test_payloads_are_stored_as_given(make_cache, pg_url, ids):
     finally:
         await conn.close()
     assert json.loads(payload) == {"id": "ü", "text": "naïve ☃", "n": [1, 2]}
+
+
+# -- plans ---------------------------------------------------------------------------
+
+
+def _literal(value) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+@pytest.mark.slow
+async def test_generic_plans_stay_on_the_session_indexes(make_cache, pg_url, ids):
+    """One huge session must not turn a small session's reads into table scans.
+
+    PostgreSQL reuses generic plans (made without parameter values) for prepared
+    statements; with statistics saying one session owns almost every row, a plain
+    ``user_id = $1 AND session_id = $2`` would be planned as a scan. Forced here.
+    """
+    cache = await make_cache(clock=None)
+    user, small = ids
+    big = f"{small}-big"
+    for i in range(5):
+        await cache.create_qa_entry(user, small, question=f"q{i}", answer="a")
+        await cache.create_session_context_entry(user, small, {"id": f"g{i}"})
+    await cache.create_qa_entry(user, big, question="q", answer="a")
+    conn = await _raw(pg_url)
+    try:
+        await conn.execute(
+            "INSERT INTO cache_qa_entries (user_id, session_id, qa_id, payload, created_at) "
+            "SELECT $1, $2, 'bulk-' || g, '{}', 0 FROM generate_series(1, 30000) g",
+            user,
+            big,
+        )
+        await conn.execute(
+            "INSERT INTO cache_session_context (user_id, session_id, entry_id, payload, created_at) "
+            "SELECT $1, $2, 'bulk-' || g, '{}', 0 FROM generate_series(1, 30000) g",
+            user,
+            big,
+        )
+        await conn.execute("ANALYZE cache_qa_entries; ANALYZE cache_session_context; ANALYZE cache_session_state")
+        await conn.execute("SET plan_cache_mode = force_generic_plan")
+        params = {
+            "user_id": user,
+            "session_id": small,
+            "now": 0.0,
+            "last_n": 10,
+            "cursor_epoch": 1,
+            "after": 3,
+        }
+        statements = cache._runner.statements
+        for i, name in enumerate(["qa_last_n", "qa_all", "qa_log", "context_all", "qa_purge", "context_purge", "state_delete_session"]):
+            sql, args = statements.bind(name, params)
+            await conn.execute(f"PREPARE plan_{i} AS {sql}")
+            plan = "\n".join(
+                row[0] for row in await conn.fetch(f"EXPLAIN EXECUTE plan_{i}({', '.join(map(_literal, args))})")
+            )
+            assert "$1" in plan, plan  # really the generic plan
+            assert "Seq Scan on cache_qa_entries" not in plan and "cache_qa_entries_pkey" not in plan, f"{name}:\n{plan}"
+            assert "Seq Scan on cache_session_context" not in plan, f"{name}:\n{plan}"
+    finally:
+        await conn.close()
+    assert [e.question for e in await cache.get_latest_qa_entries(user, small, 2)] == ["q3", "q4"]
