@@ -101,10 +101,53 @@ async def _sqlite(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
     yield SQLCache(f"sqlite:///{Path(args.tmp_path) / 'cache.db'}", **args.common)
 
 
+@asynccontextmanager
+async def _fs(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
+    from memlab.cache._disk import DiskCache
+
+    yield DiskCache(Path(args.tmp_path) / "fs-cache", **args.common)
+
+
+#: one in-process fake Redis server per tmp_path, so two handles share a store
+_FAKE_REDIS_SERVERS: dict[Path, object] = {}
+
+
+@asynccontextmanager
+async def _fakeredis(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
+    import fakeredis
+
+    from memlab.cache._redis import RedisCache
+
+    server = _FAKE_REDIS_SERVERS.setdefault(Path(args.tmp_path), fakeredis.FakeServer())
+    client = fakeredis.aioredis.FakeRedis(server=server)
+    try:
+        yield RedisCache(client=client, **args.common)
+    finally:
+        await client.aclose()
+
+
+@asynccontextmanager
+async def _redis(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
+    from memlab.cache._redis import RedisCache
+
+    yield RedisCache(server_url("MEMLAB_TEST_REDIS_URL"), **args.common)
+
+
+@asynccontextmanager
+async def _postgres(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
+    from memlab.cache._sql import SQLCache
+
+    yield SQLCache(server_url("MEMLAB_TEST_POSTGRES_URL"), **args.common)
+
+
 #: backend name -> how to build it for a test
 SUPPLIERS: dict[str, Supplier] = {
     "memory": Supplier(_memory, shared=False),
     "sqlite": Supplier(_sqlite),
+    "fs": Supplier(_fs),
+    "fakeredis": Supplier(_fakeredis),
+    "redis": Supplier(_redis),
+    "postgres": Supplier(_postgres),
 }
 
 #: names of every registered backend, in registry order

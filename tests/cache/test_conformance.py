@@ -35,10 +35,43 @@ def _sqlite_insert(table: str, key: str) -> Hook:
     return hook
 
 
-CORRUPT_QA_ROW: dict[str, Hook] = {"memory": _memory_qa, "sqlite": _sqlite_insert("cache_qa_entries", "qa_id")}
+def _postgres_insert(table: str, key: str) -> Hook:
+    async def hook(backend, user, session):
+        stamp = backend.clock.now().timestamp()
+        sql = (
+            f"INSERT INTO {table} (user_id, session_id, {key}, payload, created_at) "
+            f"VALUES ('{user}', '{session}', 'corrupt-row', '{CORRUPT}', {stamp})"
+        )
+        await backend._runner.run(lambda db: db.raw(sql), write=True)
+
+    return hook
+
+
+async def _redis_qa(backend, user, session):
+    """Append an unreadable QA row the way a foreign writer would (no index entry)."""
+    await backend._client.rpush(f"agent_sessions:{user}:{session}", CORRUPT)
+
+
+async def _redis_context(backend, user, session):
+    """Store an unreadable context row at the next insert position."""
+    seq = await backend._client.hincrby(f"memlab_meta:{user}:{session}", "ctx_seq", 1)
+    await backend._client.hset(f"session_context:{user}:{session}", "corrupt-row", CORRUPT)
+    await backend._client.zadd(f"memlab_ctx_order:{user}:{session}", {"corrupt-row": seq})
+
+
+CORRUPT_QA_ROW: dict[str, Hook] = {
+    "memory": _memory_qa,
+    "sqlite": _sqlite_insert("cache_qa_entries", "qa_id"),
+    "postgres": _postgres_insert("cache_qa_entries", "qa_id"),
+    "fakeredis": _redis_qa,
+    "redis": _redis_qa,
+}
 CORRUPT_CONTEXT_ROW: dict[str, Hook] = {
     "memory": _memory_context,
     "sqlite": _sqlite_insert("cache_session_context", "entry_id"),
+    "postgres": _postgres_insert("cache_session_context", "entry_id"),
+    "fakeredis": _redis_context,
+    "redis": _redis_context,
 }
 
 

@@ -373,35 +373,6 @@ async def test_prune_removes_only_memlab_keys(harness):
     assert await ids(cache) == []
 
 
-async def store_corrupt_qa_row(cache, user, session):
-    """Append an unreadable QA row the way a foreign writer would (no index entry)."""
-    await cache._client.rpush(f"agent_sessions:{user}:{session}", "{not json")
-
-
-async def store_corrupt_context_row(cache, user, session):
-    """Store an unreadable context row at the next insert position."""
-    seq = await cache._client.hincrby(f"memlab_meta:{user}:{session}", "ctx_seq", 1)
-    await cache._client.hset(f"session_context:{user}:{session}", "corrupt-row", "{not json")
-    await cache._client.zadd(f"memlab_ctx_order:{user}:{session}", {"corrupt-row": seq})
-
-
-async def test_corrupt_rows_are_skipped_with_a_warning(harness, caplog):
-    cache = await harness.make()
-    await qa(cache, "u", "s", "q1")
-    await cache.create_session_context_entry("u", "s", {"id": "c1"})
-    await store_corrupt_qa_row(cache, "u", "s")
-    await store_corrupt_context_row(cache, "u", "s")
-    await qa(cache, "u", "s", "q2")
-    await cache.create_session_context_entry("u", "s", {"id": "c2"})
-    with caplog.at_level("WARNING", logger="memlab.cache"):
-        assert await ids(cache) == ["q1", "q2"]
-        assert [e["id"] for e in await cache.get_session_context_entries("u", "s")] == ["c1", "c2"]
-    assert sum("unreadable" in record.getMessage() for record in caplog.records) == 2
-    assert await cache.update_qa_entry("u", "s", "q2", feedback_score=4)
-    assert await cache.delete_qa_entry("u", "s", "q1")
-    assert [(e.qa_id, e.feedback_score) for e in await cache.get_all_qa_entries("u", "s")] == [("q2", 4)]
-
-
 # -- change feed ----------------------------------------------------------------------------
 
 
