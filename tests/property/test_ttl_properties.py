@@ -9,9 +9,11 @@ writes none. Time moves only through a FakeClock.
 from __future__ import annotations
 
 import asyncio
+import inspect
+import json
 import sqlite3
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta, timezone
 
@@ -49,7 +51,43 @@ def _sqlite_expiries(backend) -> dict:
     return {(user, session, kind): expires_at for user, session, kind, expires_at in rows}
 
 
-EXPIRY_PROBES: dict[str, Callable[[CacheBackend], dict]] = {"memory": _memory_expiries, "sqlite": _sqlite_expiries}
+async def _postgres_expiries(backend) -> dict:
+    def read(db):
+        cursor = db._conn.cursor()
+        cursor.execute("SELECT user_id, session_id, kind, expires_at FROM cache_session_state")
+        return cursor.fetchall()
+
+    rows = await backend._runner.run(read, write=False)
+    return {(user, session, kind): expires_at for user, session, kind, expires_at in rows}
+
+
+async def _redis_expiries(backend) -> dict:
+    client = backend._client
+    found = {}
+    async for key in client.scan_iter(match="memlab_meta:*"):
+        qa_exp, ctx_exp = await client.hmget(key, "qa_exp", "ctx_exp")
+        found[(key, "qa")], found[(key, "context")] = qa_exp, ctx_exp
+    return found
+
+
+def _fs_expiries(backend) -> dict:
+    cache = backend._fast
+    return {key: json.loads(cache.get(key))["exp"] for key in cache.iterkeys() if "#meta:" in key}
+
+
+EXPIRY_PROBES: dict[str, Callable[[CacheBackend], dict | Awaitable[dict]]] = {
+    "memory": _memory_expiries,
+    "sqlite": _sqlite_expiries,
+    "postgres": _postgres_expiries,
+    "fakeredis": _redis_expiries,
+    "redis": _redis_expiries,
+    "fs": _fs_expiries,
+}
+
+
+async def _probe(name: str, backend) -> dict:
+    found = EXPIRY_PROBES[name](backend)
+    return await found if inspect.isawaitable(found) else found
 
 PROBED_BACKENDS = [
     name if name in EXPIRY_PROBES else pytest.param(name, marks=pytest.mark.skip(reason=f"no stored-expiry probe for {name}"))
@@ -175,8 +213,6 @@ def test_entries_live_within_the_window_after_the_last_write(name, policy, steps
 @BACKEND_SETTINGS
 @given(writes=st.lists(_gaps, min_size=1, max_size=5), reads=st.lists(_gaps, min_size=1, max_size=6))
 def test_reads_never_move_the_stored_expiry(name, policy, writes, reads):
-    probe = EXPIRY_PROBES[name]
-
     async def scenario():
         clock, ttl = FakeClock(), POLICIES[policy]()
         async with fresh_backend(name, ttl, clock) as backend:
@@ -186,12 +222,12 @@ def test_reads_never_move_the_stored_expiry(name, policy, writes, reads):
                 await backend.create_session_context_entry(U, S, {"id": f"c{i}"})
             for gap in reads:
                 clock.advance(gap)
-                before = probe(backend)
+                before = await _probe(name, backend)
                 await backend.get_all_qa_entries(U, S)
                 await backend.get_latest_qa_entries(U, S, 2)
                 await backend.read_qa_log(U, S)
                 await backend.get_session_context_entries(U, S)
-                assert probe(backend) == before
+                assert await _probe(name, backend) == before
 
     run(scenario())
 
@@ -208,7 +244,6 @@ _no_ttl_ops = st.lists(
 @BACKEND_SETTINGS
 @given(steps=_no_ttl_ops)
 def test_no_ttl_never_expires_and_never_stamps(name, steps):
-    probe = EXPIRY_PROBES[name]
 
     async def scenario():
         clock = FakeClock()
@@ -233,7 +268,7 @@ def test_no_ttl_never_expires_and_never_stamps(name, steps):
                     assert await backend.update_session_context_entry(U, S, min(ctx_ids), {"n": counter})
                 assert [e.qa_id for e in await backend.get_all_qa_entries(U, S)] == qa_ids
                 assert {e["id"] for e in await backend.get_session_context_entries(U, S)} == ctx_ids
-                assert all(expiry is None for expiry in probe(backend).values())
+                assert all(expiry is None for expiry in (await _probe(name, backend)).values())
             assert await backend.sweep() == 0
             if isinstance(inline, sqlite3.Connection):
                 inline.set_trace_callback(None)
