@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
 import threading
 from contextlib import contextmanager
 
@@ -304,34 +303,3 @@ async def test_write_that_cannot_get_the_lock_fails_cleanly(directory, clock):
                 await backend.create_qa_entry("u", "s", question="q", answer="a")
         assert await backend.get_all_qa_entries("u", "s") == []
         await qa(backend, 1)  # usable afterwards
-
-
-# -- processes ------------------------------------------------------------------------------
-
-WRITERS, PER_WRITER = 8, 200
-
-
-def _append_many(directory: str, writer: int, barrier) -> None:
-    async def main() -> None:
-        async with DiskCache(directory) as backend:
-            barrier.wait()
-            for i in range(PER_WRITER):
-                await backend.create_qa_entry("u", "shared", question=f"w{writer}", answer=str(i), qa_id=f"{writer}-{i}")
-
-    asyncio.run(main())
-
-
-async def test_processes_appending_to_one_session_lose_nothing_and_keep_each_writers_order(directory):
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(WRITERS)
-    workers = [ctx.Process(target=_append_many, args=(str(directory), w, barrier)) for w in range(WRITERS)]
-    for worker in workers:
-        worker.start()
-    await asyncio.get_running_loop().run_in_executor(None, lambda: [worker.join(60) for worker in workers])
-    assert [worker.exitcode for worker in workers] == [0] * WRITERS
-
-    async with DiskCache(directory) as backend:
-        entries = await backend.get_all_qa_entries("u", "shared")
-    assert len(entries) == len({e.qa_id for e in entries}) == WRITERS * PER_WRITER
-    for writer in range(WRITERS):
-        assert [int(e.answer) for e in entries if e.question == f"w{writer}"] == list(range(PER_WRITER))

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
 import time
-import traceback
 import uuid
 from contextlib import asynccontextmanager
 
@@ -302,55 +300,6 @@ async def test_incremental_log_misses_nothing_under_concurrent_appends(make_cach
     await reading
     assert seen == [e.qa_id for e in await cache.get_all_qa_entries(user, session)]
     assert len(seen) == 1 + 6 * 40
-
-
-def _append_worker(url: str, user: str, session: str, worker: int, count: int, barrier, results) -> None:
-    async def run() -> None:
-        cache = SQLCache(url, purge_interval_seconds=0)
-        await cache.open()
-        try:
-            barrier.wait(timeout=120)
-            for i in range(count):
-                await cache.create_qa_entry(user, session, question=f"{worker}:{i}", answer="a", qa_id=f"w{worker}-{i:04d}")
-        finally:
-            await cache.close()
-
-    try:
-        asyncio.run(run())
-        results.put((worker, None))
-    except BaseException:
-        results.put((worker, traceback.format_exc()))
-
-
-@pytest.mark.slow
-async def test_eight_processes_append_to_one_session(make_cache, pg_url, ids):
-    cache = await make_cache(clock=None)
-    user, session = ids
-    writers, count = 8, 200
-    ctx = multiprocessing.get_context("spawn")
-    barrier, results = ctx.Barrier(writers), ctx.Queue()
-    procs = [
-        ctx.Process(target=_append_worker, args=(pg_url, user, session, w, count, barrier, results)) for w in range(writers)
-    ]
-    for proc in procs:
-        proc.start()
-    try:
-        outcomes = [await asyncio.to_thread(results.get, True, 300) for _ in procs]
-    finally:
-        for proc in procs:
-            await asyncio.to_thread(proc.join, 60)
-            if proc.is_alive():
-                proc.kill()
-    failures = [tb for _, tb in outcomes if tb]
-    assert not failures, failures[0]
-
-    entries = await cache.get_all_qa_entries(user, session)
-    ids_in_order = [e.qa_id for e in entries]
-    assert len(ids_in_order) == writers * count
-    assert len(set(ids_in_order)) == writers * count  # none duplicated
-    for w in range(writers):
-        mine = [qa_id for qa_id in ids_in_order if qa_id.startswith(f"w{w}-")]
-        assert mine == [f"w{w}-{i:04d}" for i in range(count)]  # each writer's order kept
 
 
 # -- failures ------------------------------------------------------------------------

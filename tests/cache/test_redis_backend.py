@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
 import os
 import random
 import shutil
 import socket
 import ssl
-import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -766,114 +763,3 @@ async def test_server_down_then_back_same_instance(spawn):
     assert await ids(cache) == ["q1"]
     assert len(await manager.get_session("u", session_id="s")) == 1
     await cache.close()
-
-
-# -- many processes (real server only) -------------------------------------------------------------
-
-
-def _stress_writer(url: str, writer: int, count: int, session: str) -> None:
-    async def run() -> None:
-        async with RedisCache(url, purge_interval_seconds=0) as cache:
-            for i in range(count):
-                await cache.create_qa_entry("stress", session, question=f"{writer}:{i}", answer="a", qa_id=f"w{writer}-{i}")
-
-    asyncio.run(run())
-
-
-def run_stress(url: str, writers: int = 8, count: int = 200) -> list[str]:
-    session = f"stress-{uuid.uuid4().hex}"
-    context = multiprocessing.get_context("spawn")
-    procs = [context.Process(target=_stress_writer, args=(url, w, count, session)) for w in range(writers)]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(60)
-    assert [proc.exitcode for proc in procs] == [0] * writers
-
-    async def read() -> list[str]:
-        async with RedisCache(url) as cache:
-            entries = await cache.get_all_qa_entries("stress", session)
-            await cache.delete_session("stress", session)
-            return [entry.question for entry in entries]
-
-    return asyncio.run(read())
-
-
-@pytest.mark.server
-def test_eight_processes_append_to_one_session():
-    questions = run_stress(real_url())
-    assert len(questions) == 1600 and len(set(questions)) == 1600
-    for writer in range(8):
-        mine = [int(q.split(":")[1]) for q in questions if q.startswith(f"{writer}:")]
-        assert mine == list(range(200))
-
-
-# -- benchmark (by hand) --------------------------------------------------------------------------
-
-
-def benchmark(url: str, n: int = 1000, rounds: int = 3) -> dict[str, float]:
-    """ops/s medians: raw redis-py loops vs RedisCache, interleaved per round.
-
-    ``cache_read_primitive`` is the backend's own read (``_read_qa``: one EVALSHA,
-    payload strings back), comparable to the raw LRANGE; ``memory_read`` is the
-    base class's per-call work (checks + pydantic parsing) with no I/O at all.
-    """
-    payload = json.dumps(
-        {"time": datetime.now().isoformat(), "question": "q" * 80, "context": "c" * 80, "answer": "a" * 80,
-         "qa_id": str(uuid.uuid4())}
-    )
-    text = {"question": "q" * 80, "context": "c" * 80, "answer": "a" * 80}
-
-    async def timed(body) -> float:
-        started = time.perf_counter()
-        for _ in range(n):
-            await body()
-        return n / (time.perf_counter() - started)
-
-    async def main() -> dict[str, list[float]]:
-        results: dict[str, list[float]] = {}
-        client = aioredis.Redis(**redis_connection_kwargs(url))
-        memory = MemoryCache()
-        await memory.create_qa_entry("bench", "m", **text)
-        for _ in range(9):
-            await memory.create_qa_entry("bench", "m", **text)
-        async with RedisCache(url) as cache:
-            for r in range(rounds):
-                key, session = f"bench_raw:{r}", f"bench-{r}"
-
-                async def raw_append():
-                    await client.rpush(key, payload)
-                    await client.expire(key, 604800)
-
-                cases = {
-                    "raw_append": raw_append,
-                    "cache_append": lambda: cache.create_qa_entry("bench", session, **text),
-                    "raw_read": lambda: client.lrange(key, -10, -1),
-                    "cache_read": lambda: cache.get_latest_qa_entries("bench", session, 10),
-                    "cache_read_primitive": lambda: cache._read_qa("bench", session, 10, cache.clock.now()),
-                    "memory_read": lambda: memory.get_latest_qa_entries("bench", "m", 10),
-                }
-                for name, body in cases.items():
-                    results.setdefault(name, []).append(await timed(body))
-                await client.delete(key)
-                await cache.delete_session("bench", session)
-        await client.aclose()
-        return results
-
-    results = asyncio.run(main())
-    return {name: statistics.median(values) for name, values in results.items()}
-
-
-if __name__ == "__main__":  # python tests/cache/test_redis_backend.py bench|stress URL
-    command, url = sys.argv[1], sys.argv[2]
-    if command == "stress":
-        started = time.monotonic()
-        questions = run_stress(url)
-        print(f"{len(questions)} turns, {len(set(questions))} distinct, {time.monotonic() - started:.1f} s")
-    else:
-        medians = benchmark(url)
-        for name, value in medians.items():
-            print(f"{name:13s} {value:9.0f} ops/s")
-        print(f"append {medians['cache_append'] / medians['raw_append']:.2f}x raw, "
-              f"read {medians['cache_read'] / medians['raw_read']:.2f}x raw "
-              f"(primitive {medians['cache_read_primitive'] / medians['raw_read']:.2f}x)")
