@@ -2,8 +2,8 @@
 
 The shared behaviour is the conformance suite's job; here: the key layout, O(1)
 appends and reads (counted in SQLite VM steps and changed rows, not timed), logical
-TTL against the stored rows, unreadable rows, the inline/off-loop dispatch, and
-eight OS processes appending to one session.
+TTL against the stored rows, unreadable rows, and the inline/off-loop dispatch.
+Many processes appending to one session: tests/cache/test_no_lost_writes.py.
 """
 
 from __future__ import annotations
