@@ -311,6 +311,9 @@ class DiskCache(CacheBackend):
         return self._disk.fetch(mode, filename, value, False)  # a row written by Cache.set itself
 
     def _payloads(self, rows: list[tuple]) -> list[str]:
+        payloads = [value for mode, _, value in rows if mode == _MODE_RAW and type(value) is str]
+        if len(payloads) == len(rows):
+            return payloads
         payloads = []
         for row in rows:
             try:
