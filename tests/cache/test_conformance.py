@@ -59,12 +59,20 @@ async def _redis_context(backend, user, session):
     await backend._client.zadd(f"memlab_ctx_order:{user}:{session}", {"corrupt-row": seq})
 
 
+def _fs_row(kind: str) -> Hook:
+    async def hook(backend, user, session):
+        backend._fast.set(backend._keys(kind, user, session).row(999_999_999_999), CORRUPT)
+
+    return hook
+
+
 CORRUPT_QA_ROW: dict[str, Hook] = {
     "memory": _memory_qa,
     "sqlite": _sqlite_insert("cache_qa_entries", "qa_id"),
     "postgres": _postgres_insert("cache_qa_entries", "qa_id"),
     "fakeredis": _redis_qa,
     "redis": _redis_qa,
+    "fs": _fs_row("qa"),
 }
 CORRUPT_CONTEXT_ROW: dict[str, Hook] = {
     "memory": _memory_context,
@@ -72,6 +80,7 @@ CORRUPT_CONTEXT_ROW: dict[str, Hook] = {
     "postgres": _postgres_insert("cache_session_context", "entry_id"),
     "fakeredis": _redis_context,
     "redis": _redis_context,
+    "fs": _fs_row("context"),
 }
 
 
