@@ -60,6 +60,9 @@ logger = logging.getLogger("memlab.cache")
 #: Maps a stored payload to its replacement, or to None to leave it unchanged.
 PayloadChange = Callable[[str], Optional[str]]
 
+#: the seeds' default session TTL: 7 days
+DEFAULT_TTL_SECONDS = 604800
+
 _QA_FIELDS = (
     "question",
     "context",
@@ -104,7 +107,7 @@ class CacheBackend(abc.ABC):
         clock: Clock | None = None,
         purge_interval_seconds: float = 900.0,
     ) -> None:
-        self.ttl = ttl if ttl is not None else SlidingTTL(604800)
+        self.ttl = ttl if ttl is not None else SlidingTTL(DEFAULT_TTL_SECONDS)
         self.clock = clock if clock is not None else SystemClock()
         self.purge_interval_seconds = purge_interval_seconds
         self._last_sweep: float | None = None

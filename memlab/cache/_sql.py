@@ -11,7 +11,7 @@ from sqlalchemy import BigInteger, Boolean, Float, String, Text, and_, bindparam
 from sqlalchemy.engine import make_url
 
 from memlab._sqlrun import DB, advisory_key, is_integrity_error, resolve_url
-from memlab.cache._base import CacheBackend, PayloadChange
+from memlab.cache._base import DEFAULT_TTL_SECONDS, CacheBackend, PayloadChange
 from memlab.cache._sql_schema import qa_entries, session_context, session_state
 from memlab.exceptions import ConfigError, SessionQAEntryValidationError
 from memlab.ttl import LazySlackTTL, SlidingTTL
@@ -261,6 +261,8 @@ class SQLCache(CacheBackend):
         command_timeout: float | None = 60.0,
         **kwargs,
     ) -> None:
+        if kwargs.get("ttl") is None:  # SQL's default: re-stamp lazily, one state write per 5 % of the TTL
+            kwargs["ttl"] = LazySlackTTL(DEFAULT_TTL_SECONDS)
         super().__init__(**kwargs)
         dialect, parsed = resolve_url(url)
         self.url = url
