@@ -1,4 +1,4 @@
-"""Cache backend throughput: what ``memlab bench cache`` runs.
+"""Cache backend throughput and storage: what ``memlab bench cache`` runs.
 
 Every backend named in the spec is built through
 :func:`memlab.config.build_cache_backend` in a fresh data directory per repeat and
@@ -9,38 +9,49 @@ time (each write is committed before the call returns):
     ``n`` turns appended to one session (``create_qa_entry``); every call is timed
     too, for the flatness check (median of the first 20 vs the last 20 calls).
 ``read_last_10``
-    ``n`` reads of that session's last 10 turns (``get_latest_qa_entries``).
+    ``n`` reads of that session's last 10 turns (``get_latest_qa_entries``). For
+    the flatness check, 50 reads are timed one by one when the session holds 10
+    turns and 50 more when it holds ``n`` (outside the append timing).
 ``recall``
     ``n`` varied keyword queries over the ``n``-turn session through
     ``SessionManager(backend).search(..., top_k=15)``; the first query builds the
     session's keyword index and is counted.
 ``multi_append``
     ``sessions`` × ``per_session`` appends, round-robin over the sessions.
+``storage``
+    bytes the store gained over the repeat, per turn stored, measured the store's
+    own way (:mod:`memlab.bench._usage`: SQLite page counts and file sizes,
+    Redis ``MEMORY USAGE``, PostgreSQL ``pg_total_relation_size``), and the bytes
+    per turn of the first vs the second half of the one-session appends
+    (linear storage: the two agree).
 
-Each operation's ops/s is the median over the repeats. Beside ``sqlite`` runs a
-``raw-sqlite`` ceiling: plain :mod:`sqlite3` with the same pragmas (WAL,
-``synchronous=NORMAL``), one transaction per append (one ``INSERT`` in autocommit
-mode), the byte-identical JSON payloads, and one index on ``(user_id, session_id,
-seq)``; it reads the last 10 by that index.
+Beside each backend runs the **raw ceiling** of its store
+(:mod:`memlab.bench._stores`): ``raw-sqlite`` beside ``sqlite``, ``raw-redis``
+beside ``redis``, ``raw-postgres`` beside ``postgres``, ``raw-diskcache`` beside
+``fs`` (and ``tapes``): the plainest client loop doing the same appends and
+reads with the byte-identical payloads. The two run side by side, taking turns
+every 50 calls (:func:`~memlab.bench._measure.measure_subjects`), so load on a
+shared machine hits both alike. Each operation's ops/s is the median over the
+repeats; "of raw" is the median over repeats of the backend's ops/s over the
+ceiling's in the same repeat.
+
+Backends that need a server (``SERVER_URL_ENV``) run only when their URL is in
+the environment; they write under a fresh random user id and delete what they
+wrote (the raw postgres table is dropped), never pruning or flushing the server.
+Anything that cannot run is reported as skipped (or error) with the reason.
 
 Results are a list of plain dict rows (``backend, operation, ops_per_s, n,
-repeats, extra``), ready for ``pandas.DataFrame(rows)``; :func:`format_table`
-prints them. A backend that needs a server (``SERVER_URL_ENV``) and has no URL in
-the environment is reported as skipped with the reason, as is a name not (yet)
-registered in :data:`memlab.config.CACHE_BACKENDS`.
+repeats, extra``), ready for ``pandas.DataFrame(rows)`` (:func:`to_frame` picks
+the readable columns); :func:`format_table` prints them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import platform
-import random
 import sqlite3
-import statistics
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -50,45 +61,105 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from memlab.bench import _table
+from memlab.bench._measure import (
+    FLATNESS_WINDOW,
+    READ_PROBE_AT,
+    READ_PROBE_CALLS,
+    SubjectFailed,
+    Workload,
+    blame,
+    flatness,
+    measure_subject,
+    measure_subjects,
+    median,
+)
+from memlab.bench._stores import (
+    RAW_DISKCACHE,
+    RAW_POSTGRES,
+    RAW_REDIS,
+    RAW_SQLITE,
+    BackendSubject,
+    RawDiskcache,
+    RawPostgres,
+    RawRedis,
+    RawSQLite,
+    Subject,
+)
 
 __all__ = [
     "BackendSkipped",
     "CacheBenchSpec",
     "FLATNESS_TARGET",
+    "GROWTH_TARGET",
     "OPERATIONS",
+    "RAW_DISKCACHE",
+    "RAW_OF",
+    "RAW_POSTGRES",
+    "RAW_REDIS",
     "RAW_SQLITE",
+    "RAW_TARGETS",
     "SERVER_URL_ENV",
+    "SubjectFailed",
     "TARGETS",
     "bench_cache",
     "bench_config",
+    "default_backends",
     "environment",
     "flatness",
     "format_table",
     "median",
+    "measure_subject",
+    "measure_subjects",
+    "open_subject",
     "results_document",
     "run_bench_cache",
+    "skipped_backends",
+    "to_frame",
 ]
 
 #: Operations in table order.
 OPERATIONS = ("append", "read_last_10", "recall", "multi_append")
-#: Name of the plain-sqlite3 ceiling rows.
-RAW_SQLITE = "raw-sqlite"
+#: backend -> the raw ceiling measured beside it
+RAW_OF: dict[str, str] = {
+    "sqlite": RAW_SQLITE,
+    "postgres": RAW_POSTGRES,
+    "redis": RAW_REDIS,
+    "fs": RAW_DISKCACHE,
+    "tapes": RAW_DISKCACHE,
+}
 #: (backend, operation) -> minimum ops/s the issue asks for (2-core machine).
 TARGETS: dict[tuple[str, str], float] = {
     ("sqlite", "append"): 5_000.0,
     ("sqlite", "read_last_10"): 10_000.0,
     ("sqlite", "recall"): 2_000.0,
+    ("fs", "append"): 3_000.0,
+    ("fs", "read_last_10"): 10_000.0,
 }
-#: backend -> maximum ratio of the late to the early median append time.
-FLATNESS_TARGET: dict[str, float] = {"sqlite": 2.0}
-#: Appends at each end of the session compared for flatness.
-FLATNESS_WINDOW = 20
-
+#: (backend, operation) -> minimum share of the raw ceiling's ops/s.
+RAW_TARGETS: dict[tuple[str, str], float] = {
+    ("redis", "append"): 0.8,
+    ("redis", "read_last_10"): 0.8,
+    ("postgres", "append"): 0.8,
+    ("postgres", "read_last_10"): 0.8,
+}
+#: (backend, operation) -> maximum ratio of the late to the early median call time.
+FLATNESS_TARGET: dict[tuple[str, str], float] = {
+    ("sqlite", "append"): 2.0,
+    ("fs", "append"): 2.0,
+    ("fs", "read_last_10"): 2.0,
+}
+#: Maximum ratio of bytes per turn in the second half of the one-session appends to the first half.
+GROWTH_TARGET = 1.5
 #: Backends that need a server: the env vars that may hold its URL, first set wins.
 SERVER_URL_ENV: dict[str, tuple[str, ...]] = {
     "redis": ("MEMLAB_TEST_REDIS_URL",),
     "postgres": ("MEMLAB_TEST_POSTGRES_URL", "CACHE_DB_URL"),
+    "tapes": ("TAPES_INGEST_URL",),
 }
+#: Backends whose data outlives the run (on a server): the benchmark deletes what it wrote.
+NETWORKED = frozenset({"redis", "postgres"})
+#: Registered backends left out of the default list unless their URL is set (tapes: fs + an HTTP mirror).
+OPT_IN = frozenset({"tapes"})
 
 
 def _redis_settings(url: str) -> dict[str, Any]:
@@ -112,6 +183,7 @@ def _postgres_settings(url: str) -> dict[str, Any]:
 SERVER_SETTINGS: dict[str, Callable[[str], dict[str, Any]]] = {
     "redis": _redis_settings,
     "postgres": _postgres_settings,
+    "tapes": lambda url: {"tapes_ingest_url": url},
 }
 
 
@@ -119,11 +191,27 @@ class BackendSkipped(Exception):
     """The backend cannot run here; the message says why."""
 
 
+def default_backends(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Every registered backend, in registry order; ``tapes`` only when ``TAPES_INGEST_URL`` is set.
+
+    Server backends are listed whether or not their URL is set: without one they
+    are reported as skipped, with the variable to set.
+    """
+    from memlab.config import CACHE_BACKENDS
+
+    env = os.environ if environ is None else environ
+    return tuple(
+        name
+        for name in CACHE_BACKENDS
+        if name not in OPT_IN or any(env.get(var) for var in SERVER_URL_ENV.get(name, ()))
+    )
+
+
 @dataclass(frozen=True)
 class CacheBenchSpec:
-    """What to measure. Defaults are the issue's sizes."""
+    """What to measure. Defaults are the issue's sizes, over :func:`default_backends`."""
 
-    backends: tuple[str, ...] = ("memory", "sqlite")
+    backends: tuple[str, ...] = field(default_factory=default_backends)
     repeats: int = 3
     n: int = 1000
     sessions: int = 100
@@ -149,26 +237,6 @@ class CacheBenchSpec:
 # -- helpers -------------------------------------------------------------------------
 
 
-def median(values: Sequence[float]) -> float:
-    """The median; ValueError on an empty sequence."""
-    if not values:
-        raise ValueError("median of no values")
-    return statistics.median(values)
-
-
-def flatness(times: Sequence[float], window: int = FLATNESS_WINDOW) -> tuple[float, float, float]:
-    """``(early, late, late / early)``: median call time of the first and last ``window`` calls.
-
-    The window shrinks to half the calls when there are fewer than ``2 * window``,
-    so the two ends never overlap.
-    """
-    if len(times) < 2:
-        raise ValueError(f"flatness needs at least 2 timings, got {len(times)}")
-    width = max(1, min(window, len(times) // 2))
-    early, late = median(times[:width]), median(times[-width:])
-    return early, late, (late / early if early > 0 else float("inf"))
-
-
 def _status(value: float | None, target: float | None, *, at_most: bool = False) -> str | None:
     if value is None or target is None:
         return None
@@ -176,36 +244,26 @@ def _status(value: float | None, target: float | None, *, at_most: bool = False)
     return "PASS" if ok else "MISS"
 
 
+def _server_url(name: str, env: Mapping[str, str]) -> str | None:
+    return next((env[var] for var in SERVER_URL_ENV.get(name, ()) if env.get(var)), None)
+
+
 def bench_config(name: str, data_root: Path, environ: Mapping[str, str] | None = None):
     """The StackConfig the benchmark builds backend ``name`` from, or raise :class:`BackendSkipped`."""
     from memlab.config import CACHE_BACKENDS, CacheConfig, StackConfig
 
     env = os.environ if environ is None else environ
-    if name == RAW_SQLITE:
-        raise BackendSkipped(f"{RAW_SQLITE} is the ceiling, measured beside sqlite (it is not a CacheBackend)")
+    if name in RAW_OF.values():
+        raise BackendSkipped(f"{name} is a ceiling, measured beside its backend (it is not a CacheBackend)")
     if name not in CACHE_BACKENDS:
         raise BackendSkipped(f"not registered in memlab.config.CACHE_BACKENDS (known: {', '.join(sorted(CACHE_BACKENDS))})")
     settings: dict[str, Any] = {"backend": name}
     if name in SERVER_URL_ENV:
-        names = SERVER_URL_ENV[name]
-        url = next((env[var] for var in names if env.get(var)), None)
+        url = _server_url(name, env)
         if url is None:
-            raise BackendSkipped(f"needs a server: set {' or '.join(names)}")
+            raise BackendSkipped(f"needs a server: set {' or '.join(SERVER_URL_ENV[name])}")
         settings.update(SERVER_SETTINGS[name](url))
     return StackConfig(data_root=data_root, cache=CacheConfig(**settings))
-
-
-def _storage_bytes(path: Path | None) -> dict[str, int] | None:
-    """Bytes on disk of a store: a file (with its ``-wal``) or a directory tree."""
-    if path is None:
-        return None
-    path = Path(path)
-    if path.is_file():
-        wal = Path(f"{path}-wal")
-        return {"db_bytes": path.stat().st_size, "wal_bytes": wal.stat().st_size if wal.exists() else 0}
-    if path.is_dir():
-        return {"db_bytes": sum(p.stat().st_size for p in path.rglob("*") if p.is_file()), "wal_bytes": 0}
-    return None
 
 
 def environment() -> dict[str, Any]:
@@ -220,181 +278,83 @@ def environment() -> dict[str, Any]:
     }
 
 
-# -- workload ------------------------------------------------------------------------
+# -- subjects: what one repeat drives -------------------------------------------------
 
 
-@dataclass
-class _Workload:
-    """Texts and queries, generated once (deterministic from the seed) and reused by every backend."""
+def _redis_kwargs(url: str) -> dict[str, Any]:
+    """Connection kwargs for the raw loop and the probe: the settings the backend gets (db 0)."""
+    from memlab.cache._redis import redis_connection_kwargs
 
-    turns: list[tuple[str, str]]
-    multi_turns: list[tuple[str, str]]
-    queries: list[str]
-    payloads: list[str] = field(default_factory=list)
-    multi_payloads: list[str] = field(default_factory=list)
-
-    @classmethod
-    def make(cls, spec: CacheBenchSpec) -> "_Workload":
-        rng = random.Random(spec.seed)
-        syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "xe", "zu", "pa", "de", "fo", "gi", "hu", "ji"]
-        vocab = sorted({"".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(600)})
-
-        def words(count: int) -> str:
-            return " ".join(rng.choice(vocab) for _ in range(count))
-
-        def turn() -> tuple[str, str]:  # ~250 bytes of question + answer text
-            question = f"How does {words(3)} relate to {words(3)}?"
-            answer = (f"The {words(4)} depends on {words(5)}; see {words(4)} and {words(5)}. " * 2)[:185]
-            return question, answer
-
-        turns = [turn() for _ in range(spec.n)]
-        multi = [turn() for _ in range(spec.sessions * spec.per_session)]
-        queries = []
-        for i in range(spec.n):
-            query = f"what about {words(rng.randint(1, 3))}"
-            if i % 5 == 0:
-                query += " zzqunknown"  # a token no turn has
-            queries.append(query)
-        workload = cls(turns, multi, queries)
-        workload.payloads = [_payload(q, a) for q, a in turns]
-        workload.multi_payloads = [_payload(q, a) for q, a in multi]
-        return workload
+    return redis_connection_kwargs(**_redis_settings(url))
 
 
-def _payload(question: str, answer: str) -> str:
-    """The JSON a CacheBackend stores for this turn (what the raw ceiling writes too)."""
-    from memlab.models import SessionQAEntry
+def _backend_probe(name: str, backend: Any, user: str, url: str | None) -> tuple[Any, str]:
+    from memlab.bench._usage import FileProbe, PostgresProbe, RedisProbe
 
-    entry = SessionQAEntry(
-        time=datetime.now(timezone.utc).isoformat(), question=question, context="", answer=answer, qa_id=str(uuid.uuid4())
-    )
-    return entry.model_dump_json()
+    if name == "redis":
+        from memlab.cache._redis import PREFIXES
 
+        return RedisProbe(_redis_kwargs(url), [f"{prefix}{user}:*" for prefix in PREFIXES]), "MEMORY USAGE"
+    if name == "postgres":
+        from memlab.cache._sql_schema import metadata
 
-# -- one repeat of one backend ---------------------------------------------------------
-
-
-async def _measure_backend(backend: Any, spec: CacheBenchSpec, work: _Workload, user: str, cleanup: bool) -> dict[str, Any]:
-    from memlab.session import SessionManager
-
-    perf = time.perf_counter
-    session = "bench-append"
-    results: dict[str, Any] = {}
-
-    gc.collect()
-    times = []
-    start = perf()
-    for question, answer in work.turns:
-        t0 = perf()
-        await backend.create_qa_entry(user, session, question=question, answer=answer)
-        times.append(perf() - t0)
-    results["append"] = (spec.n / (perf() - start), {"flatness": flatness(times)})
-
-    gc.collect()
-    start = perf()
-    for _ in range(spec.n):
-        await backend.get_latest_qa_entries(user, session, 10)
-    results["read_last_10"] = (spec.n / (perf() - start), {})
-
-    gc.collect()
-    manager = SessionManager(backend)
-    hits = 0
-    start = perf()
-    first = None
-    for query in work.queries:
-        hits += len(await manager.search(user, query, session_id=session, top_k=spec.top_k))
-        if first is None:
-            first = perf() - start
-    results["recall"] = (spec.n / (perf() - start), {"first_query_ms": first * 1000, "mean_hits": hits / spec.n})
-
-    gc.collect()
-    sessions = [f"bench-s{i:04d}" for i in range(spec.sessions)]
-    start = perf()
-    i = 0
-    for _ in range(spec.per_session):
-        for sid in sessions:
-            question, answer = work.multi_turns[i]
-            i += 1
-            await backend.create_qa_entry(user, sid, question=question, answer=answer)
-    results["multi_append"] = (len(work.multi_turns) / (perf() - start), {})
-
-    if cleanup:  # leave a shared server as we found it
-        for sid in [session, *sessions]:
-            await backend.delete_session(user, sid)
-    return results
+        return PostgresProbe(url, [table.name for table in metadata.sorted_tables]), "pg_total_relation_size"
+    path = getattr(backend, "path", None)
+    if isinstance(path, Path):
+        return FileProbe(path), "files"
+    return None, ""
 
 
-async def _backend_repeat(name: str, spec: CacheBenchSpec, work: _Workload, environ: Mapping[str, str] | None):
+def open_subject(name: str, data_root: Path, environ: Mapping[str, str] | None = None, *, backend: str | None = None) -> Subject:
+    """The (unopened) :class:`~memlab.bench._stores.Subject` for ``name``: a backend or a raw ceiling.
+
+    A raw ceiling takes its server URL from ``backend`` (the backend it is measured
+    beside; by default the one :data:`RAW_OF` maps to it). Raises
+    :class:`BackendSkipped` when it cannot run here.
+    """
     from memlab._clock import SystemClock
     from memlab.config import build_cache_backend
 
+    env = os.environ if environ is None else environ
+    user = f"bench-{uuid.uuid4().hex[:12]}"
+    if name in RAW_OF.values():
+        owner = backend or next(key for key, raw in RAW_OF.items() if raw == name)
+        url = _server_url(owner, env)
+        if name == RAW_SQLITE:
+            return RawSQLite(data_root, user)
+        if name == RAW_DISKCACHE:
+            return RawDiskcache(data_root, user)
+        if url is None:
+            raise BackendSkipped(f"needs a server: set {' or '.join(SERVER_URL_ENV[owner])}")
+        return RawRedis(_redis_kwargs(url), user) if name == RAW_REDIS else RawPostgres(url, user)
+    config = bench_config(name, data_root, env)
+    cache = build_cache_backend(config, SystemClock())
+    probe, method = _backend_probe(name, cache, user, _server_url(name, env))
+    return BackendSubject(name, cache, user, probe=probe, method=method, networked=name in NETWORKED)
+
+
+async def _repeat(labels: Sequence[str], spec: CacheBenchSpec, work: Workload, environ: Mapping[str, str], owner: str):
+    """One repeat of ``labels`` (a backend, and maybe its ceiling) side by side, each in a fresh directory."""
     with tempfile.TemporaryDirectory(prefix="memlab-bench-") as tmp:
-        config = bench_config(name, Path(tmp), environ)
-        backend = build_cache_backend(config, SystemClock())
-        await backend.open()
+        subjects: list[Subject] = []
         try:
-            results = await _measure_backend(
-                backend, spec, work, user=f"bench-{uuid.uuid4().hex[:12]}", cleanup=name in SERVER_URL_ENV
-            )
+            for label in labels:
+                directory = Path(tmp) / label
+                directory.mkdir()
+                with blame(label):
+                    subjects.append(open_subject(label, directory, environ, backend=owner))
+                    await subjects[-1].open()
+            return await measure_subjects(subjects, spec, work)
         finally:
-            await backend.close()
-        storage = _storage_bytes(getattr(backend, "path", None)) if name not in SERVER_URL_ENV else None
-    return results, storage
-
-
-def _raw_repeat(spec: CacheBenchSpec, work: _Workload) -> tuple[dict[str, Any], dict[str, int] | None]:
-    perf = time.perf_counter
-    user, session = "bench-raw", "bench-append"
-    results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="memlab-bench-raw-") as tmp:
-        path = Path(tmp) / "raw.db"
-        conn = sqlite3.connect(path, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(
-                "CREATE TABLE qa (seq INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, "
-                "session_id TEXT NOT NULL, qa_id TEXT NOT NULL, payload TEXT NOT NULL, created_at REAL NOT NULL)"
-            )
-            conn.execute("CREATE INDEX ix_qa_session_seq ON qa (user_id, session_id, seq)")
-            insert = "INSERT INTO qa (user_id, session_id, qa_id, payload, created_at) VALUES (?, ?, ?, ?, ?)"
-            last = "SELECT payload FROM qa WHERE user_id = ? AND session_id = ? ORDER BY seq DESC LIMIT ?"
-
-            gc.collect()
-            times = []
-            start = perf()
-            for i, payload in enumerate(work.payloads):
-                t0 = perf()
-                conn.execute(insert, (user, session, f"q{i}", payload, time.time()))
-                times.append(perf() - t0)
-            results["append"] = (spec.n / (perf() - start), {"flatness": flatness(times)})
-
-            gc.collect()
-            start = perf()
-            for _ in range(spec.n):
-                rows = conn.execute(last, (user, session, 10)).fetchall()
-                rows.reverse()
-            results["read_last_10"] = (spec.n / (perf() - start), {})
-
-            gc.collect()
-            sessions = [f"bench-s{i:04d}" for i in range(spec.sessions)]
-            start = perf()
-            i = 0
-            for _ in range(spec.per_session):
-                for sid in sessions:
-                    conn.execute(insert, (user, sid, f"m{i}", work.multi_payloads[i], time.time()))
-                    i += 1
-            results["multi_append"] = (len(work.multi_payloads) / (perf() - start), {})
-        finally:
-            conn.close()
-        storage = _storage_bytes(path)
-    return results, storage
+            for subject in reversed(subjects):
+                with blame(subject):
+                    await subject.close()
 
 
 # -- aggregation ---------------------------------------------------------------------
 
 
-def _rows_for(name: str, spec: CacheBenchSpec, repeats: list[dict[str, Any]], storages: list[dict[str, int] | None]) -> list[dict]:
+def _rows_for(name: str, spec: CacheBenchSpec, repeats: list[dict[str, Any]], storages: list[dict | None]) -> list[dict]:
     rows = []
     for op in OPERATIONS:
         runs = [rep[op] for rep in repeats if op in rep]
@@ -403,17 +363,21 @@ def _rows_for(name: str, spec: CacheBenchSpec, repeats: list[dict[str, Any]], st
         ops = median([value for value, _ in runs])
         target = TARGETS.get((name, op))
         extra: dict[str, Any] = {"runs": [round(value, 1) for value, _ in runs], "target": target, "status": _status(ops, target)}
-        if op == "append":
-            early, late, ratio = (median([info["flatness"][k] for _, info in runs]) for k in range(3))
-            limit = FLATNESS_TARGET.get(name)
+        if op in ("append", "read_last_10"):
+            early, late = (median([info["flatness"][k] for _, info in runs]) for k in range(2))
+            ratio = late / early if early > 0 else float("inf")
+            limit = FLATNESS_TARGET.get((name, op))
             extra.update(
                 first_median_us=early * 1e6,
                 last_median_us=late * 1e6,
                 flatness_ratio=ratio,
-                flatness_window=max(1, min(FLATNESS_WINDOW, spec.n // 2)),
                 flatness_target=limit,
                 flatness_status=_status(ratio, limit, at_most=True),
             )
+            if op == "append":
+                extra["flatness_window"] = max(1, min(FLATNESS_WINDOW, spec.n // 2))
+            else:
+                extra.update(flatness_calls=READ_PROBE_CALLS, flatness_turns=(min(READ_PROBE_AT, spec.n), spec.n))
         elif op == "recall":
             extra.update(
                 first_query_ms=median([info["first_query_ms"] for _, info in runs]),
@@ -426,25 +390,65 @@ def _rows_for(name: str, spec: CacheBenchSpec, repeats: list[dict[str, Any]], st
         rows.append({"backend": name, "operation": op, "ops_per_s": ops, "n": n, "repeats": len(runs), "extra": extra})
     measured = [s for s in storages if s]
     if measured:
-        db = int(median([s["db_bytes"] for s in measured]))
+        entries = spec.entries_per_repeat
+
+        def mid(key: str) -> float | None:
+            values = [s[key] for s in measured if s.get(key) is not None]
+            return median(values) if values else None
+
+        total, early, late = mid("bytes"), mid("early"), mid("late")
+        growth = late / early if early and late is not None else None
+        limit = GROWTH_TARGET if name not in RAW_OF.values() else None
         rows.append(
             {
                 "backend": name,
                 "operation": "storage",
                 "ops_per_s": None,
-                "n": spec.entries_per_repeat,
+                "n": entries,
                 "repeats": len(measured),
                 "extra": {
-                    "db_bytes": db,
-                    "wal_bytes": int(median([s["wal_bytes"] for s in measured])),
-                    "bytes_per_entry": db / spec.entries_per_repeat,
+                    "method": measured[0].get("method", ""),
+                    "bytes": int(total),
+                    "db_bytes": None if mid("db_bytes") is None else int(mid("db_bytes")),
+                    "wal_bytes": None if mid("wal_bytes") is None else int(mid("wal_bytes")),
+                    "bytes_per_entry": total / entries,
+                    "early_bytes_per_entry": early,
+                    "late_bytes_per_entry": late,
+                    "growth_ratio": growth,
+                    "growth_target": limit,
+                    "growth_status": _status(growth, limit, at_most=True),
                 },
             }
         )
     return rows
 
 
-def _skipped_rows(name: str, spec: CacheBenchSpec, reason: str, status: str = "skipped") -> list[dict]:
+def _judge_against_raw(rows: list[dict]) -> None:
+    """Set ``of_raw`` (and the ``RAW_TARGETS`` verdicts) on each backend row whose ceiling ran.
+
+    ``of_raw`` is the median over repeats of the backend's ops/s over the ceiling's
+    in the same repeat (the two ran back to back), which cancels slow drifts in
+    machine load better than a ratio of the two medians.
+    """
+    ceiling = {(row["backend"], row["operation"]): row for row in rows if row["backend"] in RAW_OF.values()}
+    for row in rows:
+        raw = RAW_OF.get(row["backend"])
+        base = ceiling.get((raw, row["operation"])) if raw else None
+        if base is None or not base["ops_per_s"] or row["ops_per_s"] is None:
+            continue
+        extra = row["extra"]
+        pairs = list(zip(extra.get("runs") or [], base["extra"].get("runs") or []))
+        if pairs and len(pairs) == len(extra["runs"]) and all(theirs > 0 for _, theirs in pairs):
+            extra["of_raw"] = median([ours / theirs for ours, theirs in pairs])  # repeat r beside ceiling repeat r
+        else:
+            extra["of_raw"] = row["ops_per_s"] / base["ops_per_s"]
+        extra["raw"] = raw
+        share = RAW_TARGETS.get((row["backend"], row["operation"]))
+        if share is not None:
+            extra.update(target_of_raw=share, status=_status(extra["of_raw"], share))
+
+
+def _unmeasured_rows(name: str, spec: CacheBenchSpec, reason: str, status: str = "skipped") -> list[dict]:
     return [
         {"backend": name, "operation": op, "ops_per_s": None, "n": spec.n, "repeats": 0, "extra": {"status": status, "reason": reason}}
         for op in OPERATIONS
@@ -459,43 +463,58 @@ async def bench_cache(
 ) -> list[dict]:
     """Run the benchmark; one dict row per (backend, operation), plus ``storage`` rows.
 
-    ``progress`` (e.g. ``print``) receives a line as each repeat starts.
+    Each backend's rows are followed by its raw ceiling's (the first time that
+    ceiling comes up); the two are measured side by side (:func:`measure_subjects`).
+    A store that fails is reported as an ``error`` row and left out of the rest of
+    the run; a backend's ceiling never runs without it. ``progress`` (e.g.
+    ``print``) receives a line as each repeat starts.
     """
-    from memlab.exceptions import MemlabError
-
     spec = spec or CacheBenchSpec()
+    env = os.environ if environ is None else environ
     note = progress or (lambda _line: None)
-    work = _Workload.make(spec)
+    work = Workload.make(spec)
     rows: list[dict] = []
-
-    def raw_rows() -> list[dict]:
-        repeats, storages = [], []
-        for r in range(spec.repeats):
-            note(f"{RAW_SQLITE}: repeat {r + 1}/{spec.repeats}")
-            results, storage = _raw_repeat(spec, work)
-            repeats.append(results)
-            storages.append(storage)
-        return _rows_for(RAW_SQLITE, spec, repeats, storages)
+    ceilings_done: set[str] = set()
 
     for name in spec.backends:
-        repeats, storages = [], []
         try:
-            bench_config(name, Path(tempfile.gettempdir()), environ)  # skip early, before any progress line
-            for r in range(spec.repeats):
-                note(f"{name}: repeat {r + 1}/{spec.repeats}")
-                results, storage = await _backend_repeat(name, spec, work, environ)
-                repeats.append(results)
-                storages.append(storage)
+            bench_config(name, Path(tempfile.gettempdir()), env)  # skip early, before any progress line
         except BackendSkipped as exc:
-            rows.extend(_skipped_rows(name, spec, str(exc)))
-        except MemlabError as exc:
-            rows.extend(_skipped_rows(name, spec, f"{type(exc).__name__}: {exc}", status="error"))
-        else:
-            rows.extend(_rows_for(name, spec, repeats, storages))
-        if name == "sqlite" and spec.raw_ceiling:
-            rows.extend(raw_rows())
-    if spec.raw_ceiling and "sqlite" not in spec.backends:
-        rows.extend(raw_rows())
+            rows.extend(_unmeasured_rows(name, spec, str(exc)))
+            continue
+        raw = RAW_OF.get(name) if spec.raw_ceiling else None
+        labels = [name] + ([raw] if raw and raw not in ceilings_done else [])
+        runs: dict[str, tuple[list, list]] = {label: ([], []) for label in labels}
+        failed: dict[str, tuple[str, str]] = {}
+        r = 0
+        while r < spec.repeats and name not in failed:
+            active = [label for label in labels if label not in failed]
+            note(f"{' + '.join(active)}: repeat {r + 1}/{spec.repeats}")
+            try:
+                outcomes = await _repeat(active, spec, work, env, owner=name)
+            except SubjectFailed as exc:  # run this repeat again without it (over when it is the backend)
+                error = exc.error
+                if isinstance(error, BackendSkipped):
+                    failed[exc.label] = ("skipped", str(error))
+                else:
+                    failed[exc.label] = ("error", f"{type(error).__name__}: {error}")
+                continue
+            for label, (results, storage) in zip(active, outcomes):
+                runs[label][0].append(results)
+                runs[label][1].append(storage)
+            r += 1
+        if name in failed:
+            status, reason = failed[name]
+            rows.extend(_unmeasured_rows(name, spec, reason, status))
+            continue  # no ceiling without its backend (a later backend on the same store may run it)
+        for label in labels:
+            if label in failed:
+                status, reason = failed[label]
+                rows.extend(_unmeasured_rows(label, spec, reason, status))
+            else:
+                rows.extend(_rows_for(label, spec, *runs[label]))
+        ceilings_done.update(labels[1:])
+    _judge_against_raw(rows)
     return rows
 
 
@@ -513,22 +532,77 @@ _OP_LABEL = {
     "multi_append": "append ({sessions}×{per_session})",
 }
 
+_RAW_NOTES = {
+    RAW_SQLITE: "plain sqlite3, same pragmas (WAL, synchronous=NORMAL), one INSERT per transaction, index (user, session, seq).",
+    RAW_REDIS: "redis.asyncio, RPUSH + EXPIRE per append in one pipeline (one round trip), LRANGE -10 -1 per read.",
+    RAW_POSTGRES: "asyncpg, one autocommitted INSERT per append (its own transaction), "
+    "SELECT ... ORDER BY seq DESC LIMIT 10 per read, own table with index (user, session, seq), dropped after.",
+    RAW_DISKCACHE: "diskcache.Cache (default settings), one set per append, ten gets per read (keys known in Python).",
+}
+
+
+def _target_text(extra: Mapping[str, Any]) -> str:
+    if extra.get("target_of_raw") is not None:
+        return f">= {extra['target_of_raw']:.1f}× raw"
+    if extra.get("target"):
+        return f">= {_table.number(extra['target'])}/s"
+    return ""
+
+
+def skipped_backends(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """``{backend: "skipped: reason"}`` (or ``"error: ..."``) for every backend that did not run."""
+    return {
+        row["backend"]: f"{row['extra']['status']}: {row['extra']['reason']}"
+        for row in rows
+        if row["extra"].get("status") in ("skipped", "error")
+    }
+
+
+def to_frame(rows: Sequence[Mapping[str, Any]]):
+    """The rows as a pandas DataFrame with the report's columns (``extra`` flattened).
+
+    Columns: backend, operation, n, ops_per_s, of_raw, target, result,
+    bytes_per_turn (storage rows), reason (skipped rows).
+    """
+    import pandas as pd
+
+    records = []
+    for row in rows:
+        extra = row["extra"]
+        result = extra.get("status") if row["operation"] != "storage" else extra.get("growth_status")
+        records.append(
+            {
+                "backend": row["backend"],
+                "operation": row["operation"],
+                "n": row["n"],
+                "ops_per_s": row["ops_per_s"],
+                "of_raw": extra.get("of_raw"),
+                "target": _target_text(extra),
+                "result": result if result in ("PASS", "MISS") else None,
+                "bytes_per_turn": extra.get("bytes_per_entry"),
+                "reason": extra.get("reason"),
+            }
+        )
+    return pd.DataFrame.from_records(
+        records, columns=["backend", "operation", "n", "ops_per_s", "of_raw", "target", "result", "bytes_per_turn", "reason"]
+    )
+
 
 def format_table(rows: Sequence[Mapping[str, Any]], spec: CacheBenchSpec | None = None, env: Mapping[str, Any] | None = None) -> str:
-    """The report ``memlab bench cache`` prints: throughput, append flatness, storage."""
+    """The report ``memlab bench cache`` prints: throughput, flatness, storage, skipped backends."""
     spec = spec or CacheBenchSpec()
     env = env or environment()
+    load = env.get("load_avg")
     out = [
         f"memlab bench cache: n={spec.n:,}, {spec.sessions}×{spec.per_session} multi-session appends, "
         f"medians of {spec.repeats} repeat{'s' if spec.repeats != 1 else ''}",
         f"Python {env['python']}, SQLite {env['sqlite']}, {env['cpus']} CPUs"
-        + (f", load avg {env['load_avg'][0]:.2f}" if env.get("load_avg") else ""),
+        + (f", load avg {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1 / 5 / 15 min, at the end)" if load else ""),
         "",
     ]
     order = {name: i for i, name in enumerate(dict.fromkeys(row["backend"] for row in rows))}
-    skipped = {row["backend"]: row["extra"] for row in rows if row["extra"].get("status") in ("skipped", "error")}
+    skipped = skipped_backends(rows)
     measured = [row for row in rows if row["backend"] not in skipped]
-    raw = {row["operation"]: row["ops_per_s"] for row in measured if row["backend"] == RAW_SQLITE}
 
     table = []
     for op in OPERATIONS:
@@ -536,10 +610,7 @@ def format_table(rows: Sequence[Mapping[str, Any]], spec: CacheBenchSpec | None 
             extra = row["extra"]
             runs = extra.get("runs") or []
             spread = f"{_table.number(min(runs))}..{_table.number(max(runs))}" if len(runs) > 1 else ""
-            versus = ""
-            if row["backend"] == "sqlite" and raw.get(op):
-                versus = f"{100 * row['ops_per_s'] / raw[op]:.0f}%"
-            target = f">= {_table.number(extra['target'])}/s" if extra.get("target") else ""
+            versus = f"{100 * extra['of_raw']:.0f}%" if extra.get("of_raw") is not None else ""
             table.append(
                 [
                     row["backend"],
@@ -548,7 +619,7 @@ def format_table(rows: Sequence[Mapping[str, Any]], spec: CacheBenchSpec | None 
                     _table.number(row["ops_per_s"]),
                     spread,
                     versus,
-                    target,
+                    _target_text(extra),
                     extra.get("status") or "",
                 ]
             )
@@ -558,54 +629,90 @@ def format_table(rows: Sequence[Mapping[str, Any]], spec: CacheBenchSpec | None 
         )
     )
 
-    flat = [r for r in measured if r["operation"] == "append"]
+    flat = [r for r in measured if r["operation"] in ("append", "read_last_10") and "flatness_ratio" in r["extra"]]
     if flat:
-        window = flat[0]["extra"].get("flatness_window", FLATNESS_WINDOW)
-        out += ["", f"append flatness: median µs per append, first {window} vs last {window} of {spec.n:,} in one session"]
+        window = max(1, min(FLATNESS_WINDOW, spec.n // 2))
+        out += [
+            "",
+            f"append flatness: median µs per append, first {window} vs last {window} of {spec.n:,} in one session;",
+            f"read flatness: median µs of {READ_PROBE_CALLS} last-10 reads with the session at "
+            f"{min(READ_PROBE_AT, spec.n):,} turns vs at {spec.n:,}",
+        ]
         out.append(
             _table.render(
-                ["backend", "first", "last", "last/first", "target", "result"],
+                ["backend", "operation", "early µs", "late µs", "late/early", "target", "result"],
                 [
                     [
                         r["backend"],
+                        "append" if r["operation"] == "append" else "read last 10",
                         f"{r['extra']['first_median_us']:,.1f}",
                         f"{r['extra']['last_median_us']:,.1f}",
                         f"{r['extra']['flatness_ratio']:.2f}×",
                         f"<= {r['extra']['flatness_target']:.1f}×" if r["extra"].get("flatness_target") else "",
                         r["extra"].get("flatness_status") or "",
                     ]
-                    for r in sorted(flat, key=lambda r: order[r["backend"]])
+                    for r in sorted(flat, key=lambda r: (order[r["backend"]], r["operation"]))
                 ],
-                right=(1, 2, 3),
+                right=(2, 3, 4),
             )
         )
 
     storage = [r for r in measured if r["operation"] == "storage"]
     if storage:
-        out += ["", f"storage after one repeat ({spec.entries_per_repeat:,} turns, file size after close)"]
+        half = spec.n // 2
+        out += [
+            "",
+            f"storage: bytes gained per turn over a repeat ({spec.entries_per_repeat:,} turns); bytes per turn of the first "
+            f"{half:,} vs the last {spec.n - half:,} one-session appends (linear: equal); files at the end, before close",
+        ]
+
+        def per_turn(value: float | None) -> str:
+            return "—" if value is None else f"{value:,.0f}"
+
         out.append(
             _table.render(
-                ["backend", "db file", "bytes/turn"],
-                [[r["backend"], _table.size(r["extra"]["db_bytes"]), f"{r['extra']['bytes_per_entry']:,.0f}"] for r in storage],
-                right=(1, 2),
+                ["backend", "measured by", "db file", "wal file", "bytes/turn", "1st half", "2nd half", "2nd/1st", "target", "result"],
+                [
+                    [
+                        r["backend"],
+                        r["extra"]["method"],
+                        _table.size(r["extra"]["db_bytes"]),
+                        _table.size(r["extra"]["wal_bytes"]),
+                        per_turn(r["extra"]["bytes_per_entry"]),
+                        per_turn(r["extra"]["early_bytes_per_entry"]),
+                        per_turn(r["extra"]["late_bytes_per_entry"]),
+                        "—" if r["extra"]["growth_ratio"] is None else f"{r['extra']['growth_ratio']:.2f}×",
+                        f"<= {r['extra']['growth_target']:.1f}×" if r["extra"].get("growth_target") else "",
+                        r["extra"].get("growth_status") or "",
+                    ]
+                    for r in storage
+                ],
+                right=(2, 3, 4, 5, 6, 7),
             )
         )
 
     if skipped:
         out.append("")
-        out.extend(f"{name}: {extra['status']}: {extra['reason']}" for name, extra in skipped.items())
+        out.extend(f"{name}: {reason}" for name, reason in skipped.items())
 
-    recall = [r for r in measured if r["operation"] == "recall"]
+    present = {row["backend"] for row in measured}
     out += ["", "ops/s: calls per second of wall-clock time (time.perf_counter), one awaited call at a time, fresh data dir per repeat."]
-    if any(row["backend"] == "sqlite" for row in measured):
+    if "sqlite" in present:
         out.append("sqlite commits every append before it returns (WAL, synchronous=NORMAL).")
-    if raw:
-        out.append(f"{RAW_SQLITE}: plain sqlite3, same pragmas and payload bytes, one INSERT per transaction, index (user, session, seq).")
+    out.extend(f"{raw}: {note}" for raw, note in _RAW_NOTES.items() if raw in present)
+    if present & set(RAW_OF.values()):
+        out.append("of raw: median over repeats of backend ops/s / ceiling ops/s; the two take turns every 50 calls.")
+    recall = [r for r in measured if r["operation"] == "recall"]
     if recall:
         r = recall[0]["extra"]
         out.append(
             f"keyword recall: SessionManager.search, top_k={r.get('top_k')}, varied 1-3 word queries; "
             "the first query builds the index and is included."
+        )
+    if storage:
+        out.append(
+            "storage: files = SQLite page_count × page_size (WAL content included) plus value files; "
+            "MEMORY USAGE = sum over the run's keys; pg_total_relation_size = the cache tables (heap, TOAST, indexes)."
         )
     return "\n".join(out)
 
