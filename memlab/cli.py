@@ -51,15 +51,21 @@ def build_parser() -> argparse.ArgumentParser:
     cache = benches.add_parser(
         "cache",
         help="cache backend throughput",
-        description="Appends, last-10 reads, keyword recall and multi-session appends per cache backend, "
-        "with a plain-sqlite3 ceiling beside sqlite. Medians of the repeats.",
+        description="Appends, last-10 reads, keyword recall, multi-session appends and storage per cache backend, "
+        "each beside the raw ceiling of its store (raw-sqlite, raw-redis, raw-postgres, raw-diskcache). "
+        "redis/postgres run when MEMLAB_TEST_REDIS_URL / MEMLAB_TEST_POSTGRES_URL are set. Medians of the repeats.",
     )
-    cache.add_argument("--backends", type=_names, default=("memory", "sqlite"), help="comma-separated (default: memory,sqlite)")
+    cache.add_argument(
+        "--backends",
+        type=_names,
+        default=None,
+        help="comma-separated (default: every registered backend; tapes only when TAPES_INGEST_URL is set)",
+    )
     cache.add_argument("--repeats", type=_positive_int, default=3, help="repeats per backend; medians are reported (default: 3)")
     cache.add_argument("--n", type=_positive_int, default=1000, help="appends to one session, reads, and recall queries (default: 1000)")
     cache.add_argument("--sessions", type=_positive_int, default=100, help="sessions in the multi-session run (default: 100)")
     cache.add_argument("--per-session", type=_positive_int, default=20, help="appends per session in that run (default: 20)")
-    cache.add_argument("--no-raw", action="store_true", help="skip the raw-sqlite ceiling")
+    cache.add_argument("--no-raw", action="store_true", help="skip the raw ceilings")
     cache.add_argument("--json", type=Path, metavar="PATH", help="also write the rows (and spec, environment) as JSON")
     cache.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return parser
@@ -82,7 +88,7 @@ def _bench_cache(args: argparse.Namespace) -> int:
     from memlab.bench.cache import CacheBenchSpec, environment, format_table, results_document, run_bench_cache
 
     spec = CacheBenchSpec(
-        backends=args.backends,
+        **({"backends": args.backends} if args.backends else {}),
         repeats=args.repeats,
         n=args.n,
         sessions=args.sessions,
