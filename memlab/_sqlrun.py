@@ -161,22 +161,29 @@ class SQLiteRunner:
     def _configure(dbapi_connection: Any, busy_ms: int) -> None:
         dbapi_connection.isolation_level = None  # transactions are explicit
         cursor = dbapi_connection.cursor()
+        # switching a new file to WAL needs an exclusive lock: wait for it (other
+        # processes may be opening the same file), then set the working timeout
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
 
-    def open(self) -> None:
-        """Connect (creating the file). Call from the event-loop thread."""
-        from sqlalchemy.dialects import sqlite
-
+    def _connect_inline(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=0, isolation_level=None)
+        # used only from the loop thread after open(); created off it so a contended open never blocks the loop
+        conn = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
         try:
             self._configure(conn, 0)
         except sqlite3.Error:
             conn.close()
             raise
-        self._inline = conn
+        return conn
+
+    async def open(self) -> None:
+        """Connect (creating the file) and set WAL, waiting off the loop if another process holds the file."""
+        from sqlalchemy.dialects import sqlite
+
+        self._inline = await asyncio.to_thread(self._connect_inline)
         self.statements = CompiledStatements(sqlite.dialect(), self._statement_defs)
         self._slow_lock = asyncio.Lock()
 

@@ -89,7 +89,7 @@ class RelationalStore:
 
     async def open(self) -> None:
         runner = SQLiteRunner(self.path, STATEMENTS)
-        runner.open()
+        await runner.open()
         try:
             await runner.run_ddl(lambda conn: metadata.create_all(conn, checkfirst=True))
         except BaseException:

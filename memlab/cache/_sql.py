@@ -292,10 +292,9 @@ class SQLCache(CacheBackend):
         statements = build_statements(self.dialect)
         if self.dialect == "sqlite":
             runner = SQLiteRunner(self.path, statements)
-            runner.open()
         else:
             runner = PostgresRunner(self.url, statements, **self._pg_options)
-            await runner.open()
+        await runner.open()
         try:
             # SQLite: through the slow path's own connection (busy timeout, BEGIN
             # IMMEDIATE), while the inline connection holds no transaction

@@ -186,10 +186,9 @@ async def run_migrations(url: str, *, revision: str = "head") -> str:
             if not parsed.database or parsed.database == ":memory:":
                 raise MigrationError(f"run_migrations needs a SQLite file path, got {display!r}")
             runner = SQLiteRunner(Path(parsed.database), {})
-            runner.open()
         else:
             runner = PostgresRunner(parsed, {}, pool_size=1)
-            await runner.open()
+        await runner.open()
     except MemlabError:
         raise
     except Exception as exc:

@@ -45,10 +45,9 @@ async def _run_cli() -> None:
     dialect, url = resolve_url(_url())
     if dialect == "sqlite":
         runner = SQLiteRunner(url.database, {})
-        runner.open()
     else:
         runner = PostgresRunner(url, {}, pool_size=1)
-        await runner.open()
+    await runner.open()
 
     def locked(connection) -> None:
         with exclusive(connection):
