@@ -7,9 +7,9 @@ heavy library load on first use.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from memlab._imports import lazy_getattr as _lazy_getattr
 from memlab.exceptions import (
     BackendError,
     CacheConnectionError,
@@ -62,12 +62,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'memlab' has no attribute {name!r}")
+__getattr__ = _lazy_getattr(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

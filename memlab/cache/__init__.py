@@ -4,6 +4,7 @@ Implementations are imported lazily (``memlab.cache.SQLCache`` loads SQLAlchemy
 only when first touched).
 """
 
+from memlab._imports import lazy_getattr
 from memlab.cache._base import CacheBackend, QALog
 
 __all__ = ["CacheBackend", "DiskCache", "MemoryCache", "QALog", "RedisCache", "SQLCache", "TapesCache"]
@@ -17,9 +18,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'memlab.cache' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -3,6 +3,7 @@
 ``FakeClock`` is light; the rest import pytest / hypothesis and load on first use.
 """
 
+from memlab._imports import lazy_getattr
 from memlab.testing._clock import FakeClock
 
 __all__ = [
@@ -27,9 +28,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'memlab.testing' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
