@@ -46,6 +46,7 @@ __all__ = [
     "ValidationError",
     "recall",
     "remember",
+    "run_migrations",
 ]
 
 _LAZY = {
@@ -59,6 +60,7 @@ _LAZY = {
     "SessionQAEntry": "memlab.models",
     "SessionRecallResponse": "memlab.models",
     "User": "memlab.models",
+    "run_migrations": "memlab.migrations",
 }
 
 

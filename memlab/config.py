@@ -38,6 +38,7 @@ __all__ = [
     "TTLConfig",
     "build_cache_backend",
     "build_ttl_policy",
+    "sql_cache_url",
 ]
 
 #: config name -> "module:Class" of each cache backend
@@ -277,6 +278,15 @@ def _postgres_cache_url(config: StackConfig, environ: Mapping[str, str]) -> str:
     ).render_as_string(hide_password=False)
 
 
+def sql_cache_url(config: StackConfig, environ: Mapping[str, str] | None = None) -> str:
+    """The SQL cache URL of a ``sqlite`` or ``postgres`` config (``CACHE_DB_URL`` wins)."""
+    if config.cache.backend == "sqlite":
+        return config.cache.db_url or f"sqlite:///{config.cache_path}"
+    if config.cache.backend == "postgres":
+        return _postgres_cache_url(config, os.environ if environ is None else environ)
+    raise ConfigError(f"cache backend {config.cache.backend!r} is not a SQL backend; migrations apply to sqlite and postgres")
+
+
 def build_cache_backend(config: StackConfig, clock):
     """The cache backend the config names, or None when caching is off."""
     cache = config.cache
@@ -286,10 +296,8 @@ def build_cache_backend(config: StackConfig, clock):
     common = {"ttl": build_ttl_policy(config), "clock": clock, "purge_interval_seconds": cache.purge_interval_seconds}
     if cache.backend == "memory":
         return cls(**common)
-    if cache.backend == "sqlite":
-        return cls(cache.db_url or f"sqlite:///{config.cache_path}", **common)
-    if cache.backend == "postgres":
-        return cls(_postgres_cache_url(config, os.environ), **common)
+    if cache.backend in ("sqlite", "postgres"):
+        return cls(sql_cache_url(config), **common)
     if cache.backend == "redis":
         password = cache.password.get_secret_value() if cache.password else None
         return cls(

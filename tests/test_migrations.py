@@ -258,3 +258,16 @@ def test_alembic_command_line(tmp_path):
     offline = run("upgrade", "0001_initial:head", "--sql")
     assert offline.returncode == 0, offline.stderr
     assert "CREATE UNIQUE INDEX ux_cache_session_context_entry" in offline.stdout
+
+
+async def test_run_migrations_without_url_uses_the_environment(tmp_path, monkeypatch):
+    import memlab
+
+    monkeypatch.setenv("MEMLAB_DATA_ROOT", str(tmp_path))
+    monkeypatch.delenv("CACHE_DB_URL", raising=False)
+    monkeypatch.setenv("CACHE_BACKEND", "sqlite")
+    head = await memlab.run_migrations()
+    assert head and (tmp_path / "cache.db").exists()
+    monkeypatch.setenv("CACHE_BACKEND", "redis")
+    with pytest.raises(memlab.ConfigError, match="not a SQL backend"):
+        await memlab.run_migrations()

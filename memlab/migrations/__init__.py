@@ -170,14 +170,21 @@ def upgrade_connection(connection: Any, *, revision: str = "head", display_url: 
         return target
 
 
-async def run_migrations(url: str, *, revision: str = "head") -> str:
+async def run_migrations(url: str | None = None, *, revision: str = "head") -> str:
     """Bring the cache database at ``url`` to ``revision`` (default head); returns it.
 
     ``url`` as for :class:`memlab.cache.SQLCache` (``sqlite:///path``,
-    ``postgresql[+asyncpg]://...``). Removes the duplicate session-context rows
-    written before the upsert fix and creates the unique index the upsert needs.
+    ``postgresql[+asyncpg]://...``); None: the SQL cache the environment configures
+    (``CACHE_BACKEND``, ``CACHE_DB_URL``, ``MEMLAB_DATA_ROOT``, ``DB_*``). Removes
+    the duplicate session-context rows written before the upsert fix and creates
+    the unique index the upsert needs.
     """
     from memlab._sqlrun import PostgresRunner, SQLiteRunner
+
+    if url is None:
+        from memlab.config import StackConfig, sql_cache_url
+
+        url = sql_cache_url(StackConfig.from_env())
 
     dialect, parsed = resolve_url(url)
     display = parsed.render_as_string(hide_password=True)
