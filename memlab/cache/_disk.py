@@ -184,9 +184,31 @@ def _is_busy(exc: BaseException) -> bool:
 
 
 def _in_write(cache: diskcache.Cache, work: Callable[[sqlite3.Connection], T]) -> T:
-    """``work(connection)`` inside ``cache.transact()``: all or nothing, ``diskcache.Timeout`` if locked."""
-    with cache.transact():
-        return work(cache._con)
+    """``work(connection)`` in one ``BEGIN IMMEDIATE`` transaction: all or nothing, ``diskcache.Timeout`` if locked.
+
+    What ``cache.transact()`` does, minus its two generator context managers and
+    per-statement ``_sql`` lookups: an empty ``transact()`` measured ~30 µs more
+    than a bare ``BEGIN IMMEDIATE`` + ``COMMIT`` on the 2-core machine (~10 µs), a
+    tenth of an append. Nothing else of diskcache's runs inside ``work``, so its
+    own nesting bookkeeping (``_txn_id``) is not needed.
+    """
+    con = cache._con
+    try:
+        con.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError:  # as transact(): locked by another writer (or failing to begin)
+        raise diskcache.Timeout from None
+    try:
+        result = work(con)
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    try:
+        con.execute("COMMIT")
+    except BaseException:
+        if con.in_transaction:  # never leave the connection inside a half-done transaction
+            con.execute("ROLLBACK")
+        raise
+    return result
 
 
 def _in_read(cache: diskcache.Cache, work: Callable[[sqlite3.Connection], T]) -> T:
