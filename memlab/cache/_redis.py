@@ -44,6 +44,8 @@ server is back.
 
 from __future__ import annotations
 
+import asyncio
+import math
 import secrets
 import ssl as _ssl
 from collections.abc import Hashable
@@ -702,8 +704,13 @@ class RedisCache(CacheBackend):
         conn = await pool.get_connection()
         try:
             await conn.send_packed_command(conn.pack_commands((("HMGET", meta, "qa_epoch", "qa_exp"), ("LRANGE", qa, start, -1))))
-            state = await conn.read_response()
-            rows = await conn.read_response()
+            # both replies under one socket timeout (read_response would arm a timer per reply)
+            async with asyncio.timeout(conn.socket_timeout):
+                state = await conn.read_response(timeout=math.inf)
+                rows = await conn.read_response(timeout=math.inf)
+        except TimeoutError:
+            await conn.disconnect(nowait=True)
+            raise redis.TimeoutError(f"Timeout reading from {self.where}") from None
         except BaseException:
             await conn.disconnect(nowait=True)  # a reply may still be unread: never reuse this connection as is
             raise
