@@ -29,6 +29,7 @@ with the byte-identical JSON payloads and no memlab code in the loop.
 
 from __future__ import annotations
 
+import abc
 import sqlite3
 import time
 import uuid
@@ -62,7 +63,7 @@ RAW_REDIS_PREFIX = "bench_raw:"
 RAW_TTL_SECONDS = 604800
 
 
-class Subject:
+class Subject(abc.ABC):
     """One store under test. ``probe`` (or None) measures its bytes; see :mod:`memlab.bench._usage`."""
 
     name: str = ""
@@ -78,14 +79,17 @@ class Subject:
     async def open(self) -> None:
         """Connect / create what the run needs."""
 
+    @abc.abstractmethod
     async def append(self, session: str, index: int, question: str, answer: str, payload: str) -> None:
-        raise NotImplementedError
+        """Store one turn, committed before returning."""
 
+    @abc.abstractmethod
     async def read_last_10(self, session: str) -> list:
-        raise NotImplementedError
+        """The session's last 10 turns."""
 
     async def recall(self, session: str, query: str, top_k: int) -> int:
-        raise NotImplementedError
+        """Keyword recall; only subjects with ``has_recall`` implement it."""
+        raise TypeError(f"{type(self).__name__} has no keyword recall")
 
     async def cleanup(self, sessions: Iterable[str]) -> None:
         """Remove what the run wrote, where it would outlive the run (servers)."""
