@@ -187,9 +187,6 @@ class SQLiteRunner:
         self.statements = CompiledStatements(sqlite.dialect(), self._statement_defs)
         self._slow_lock = asyncio.Lock()
 
-    def sync_url(self) -> str:
-        return f"sqlite:///{self.path}"
-
     async def _slow_connection(self):
         if self._async_conn is None:
             from sqlalchemy import event

@@ -57,4 +57,3 @@ session_state = Table(
     Index("ix_cache_session_state_expiry", "expires_at"),
 )
 
-KIND_TABLES = {"qa": qa_entries, "context": session_context}
