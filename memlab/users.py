@@ -15,6 +15,7 @@ class Users:
 
     def __init__(self, store: RelationalStore) -> None:
         self._store = store
+        self._default: User | None = None  # never changes once created: resolved once per stack
 
     async def create(self, name: str, parent_user_id: uuid.UUID | None = None) -> User:
         """Create a user; an agent user names the user that owns it in ``parent_user_id``."""
@@ -26,7 +27,9 @@ class Users:
 
     async def default(self) -> User:
         """The stack's default user, created on first use."""
-        return await self._store.default_user()
+        if self._default is None:
+            self._default = await self._store.default_user()
+        return self._default
 
     async def get(self, user_id: uuid.UUID) -> User | None:
         return await self._store.get_user(user_id)
