@@ -40,9 +40,9 @@ from memlab.exceptions import (
 )
 from memlab.models import SessionQAEntry
 from memlab.testing import FakeClock
+from memlab.testing.suppliers import server_url
 from memlab.ttl import LazySlackTTL, NoTTL, SlidingTTL, TTLPolicy
 
-REDIS_URL = os.environ.get("MEMLAB_TEST_REDIS_URL") or None
 IN_CI = os.environ.get("CI", "").strip().lower() == "true"
 #: operations per lockstep run against MemoryCache (raise it to hunt for disagreements)
 LOCKSTEP_STEPS = int(os.environ.get("MEMLAB_LOCKSTEP_STEPS", "250"))
@@ -55,9 +55,7 @@ def _missing(reason: str) -> None:
 
 
 def real_url() -> str:
-    if REDIS_URL is None:
-        _missing("real Redis not configured: set MEMLAB_TEST_REDIS_URL (make test starts one)")
-    return REDIS_URL
+    return server_url("MEMLAB_TEST_REDIS_URL")
 
 
 def redis_binary() -> str:
