@@ -1,0 +1,95 @@
+"""Benchmark of :class:`~memlab.graph.VectorIndex` single-query latency and recall on clustered unit vectors.
+
+``vector_search_latency()`` builds a collection of ``n`` clustered unit vectors
+(added in batches, as ingestion would, so IVF training and retraining happen
+on the way), then times ``queries`` single top-k searches of fresh vectors
+drawn from the same clusters, and measures recall@k against exact search.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import faiss
+import numpy as np
+
+from memlab.exceptions import ValidationError
+from memlab.graph._vectors import DEFAULT_IVF_THRESHOLD, VectorIndex
+
+__all__ = ["clustered_unit_vectors", "vector_search_latency"]
+
+_MODES = {"auto", "exact", "ivf"}
+
+
+def clustered_unit_vectors(n: int, dim: int, *, clusters: int, spread: float = 1.0, seed: int = 0) -> np.ndarray:
+    """``n`` float32 unit rows around ``clusters`` random unit centres (noise of norm ~``spread`` before normalising)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, dim), dtype=np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    noise = rng.standard_normal((n, dim), dtype=np.float32) * np.float32(spread / math.sqrt(dim))
+    vectors = centres[rng.integers(0, clusters, size=n)] + noise
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors
+
+
+def vector_search_latency(
+    n: int = 100_000,
+    dim: int = 256,
+    top_k: int = 15,
+    queries: int = 200,
+    seed: int = 0,
+    *,
+    mode: str = "auto",
+    batch: int = 10_000,
+) -> dict[str, Any]:
+    """Single-query latency and recall of a ``VectorIndex`` of ``n`` clustered vectors.
+
+    ``mode``: ``"auto"`` (the default threshold decides), ``"exact"`` or
+    ``"ivf"`` (forced by the threshold). Returns ``n, dim, top_k, queries,
+    mode, nlist, nprobe, build_s`` (all adds, including IVF training),
+    ``p50_ms, p95_ms`` (one query at a time) and ``recall_at_k`` (mean over
+    the queries, against exact search).
+    """
+    for name, value in {"n": n, "dim": dim, "top_k": top_k, "queries": queries, "batch": batch}.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValidationError(f"{name} must be a positive int, got {value!r}")
+    if mode not in _MODES:
+        raise ValidationError(f"mode must be one of {sorted(_MODES)}, got {mode!r}")
+    threshold = {"auto": DEFAULT_IVF_THRESHOLD, "exact": n + 1, "ivf": n}[mode]
+    clusters = max(2, round(math.sqrt(n)))
+    data = clustered_unit_vectors(n + queries, dim, clusters=clusters, seed=seed)
+    vectors, probes = data[:n], data[n:]
+    ids = [f"v{i}" for i in range(n)]
+
+    index = VectorIndex(dim, space=f"bench-{dim}", ivf_threshold=threshold)
+    start = time.perf_counter()
+    for offset in range(0, n, batch):
+        index.add(ids[offset : offset + batch], vectors[offset : offset + batch])
+    build_s = time.perf_counter() - start
+
+    index.search(probes[0], top_k)  # warm-up
+    timings = np.empty(queries)
+    for row in range(queries):
+        begin = time.perf_counter()
+        index.search(probes[row], top_k)
+        timings[row] = time.perf_counter() - begin
+
+    k = min(top_k, n)
+    _, exact_rows = faiss.knn(probes, vectors, k, metric=faiss.METRIC_INNER_PRODUCT)
+    found = index.search_many(probes, k)
+    recall = float(np.mean([len({ids[i] for i in truth} & {key for key, _ in got}) / k for truth, got in zip(exact_rows, found)]))
+    return {
+        "n": n,
+        "dim": dim,
+        "top_k": top_k,
+        "queries": queries,
+        "mode": index.mode,
+        "nlist": index.nlist,
+        "nprobe": index.nprobe,
+        "build_s": round(build_s, 3),
+        "p50_ms": round(float(np.percentile(timings, 50)) * 1000, 3),
+        "p95_ms": round(float(np.percentile(timings, 95)) * 1000, 3),
+        "recall_at_k": round(recall, 4),
+    }
