@@ -124,6 +124,11 @@ class VectorIndex:
         return self._space
 
     @property
+    def ivf_threshold(self) -> int:
+        """Size from which this collection searches with IVF."""
+        return self._ivf_threshold
+
+    @property
     def mode(self) -> str:
         """``"exact"`` or ``"ivf"``."""
         return "ivf" if self._trained_on else "exact"
@@ -353,6 +358,11 @@ class VectorStore:
     @property
     def space(self) -> str:
         return self._space
+
+    @property
+    def ivf_threshold(self) -> int:
+        """Size from which each collection searches with IVF."""
+        return self._ivf_threshold
 
     def collection(self, name: str) -> VectorIndex:
         """The collection ``name`` (``[a-z][a-z0-9_]*``, e.g. ``"chunks"``), created empty on first use."""
