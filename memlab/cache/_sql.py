@@ -52,7 +52,10 @@ def build_statements(dialect_name: str) -> dict:
     $2)`` (the scan starts and stops exactly at the session), plus ``user_id
     BETWEEN $1 AND $1`` (estimated as a narrow range), and ordered results follow
     the index key: the generic plan is the index scan, chosen and cached at once
-    (0.23 ms). ``tests/cache/test_postgres_backend.py`` checks the generic plans.
+    (0.23 ms). The cache's own connections also force generic plans and rule
+    out sequential scans (:data:`memlab._sqlrun.PG_SESSION_SETTINGS`), so a plan
+    made while the tables are tiny is the index scan too.
+    ``tests/cache/test_postgres_backend.py`` checks the generic plans.
     """
     pg = dialect_name == "postgresql"
     if pg:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from contextlib import asynccontextmanager
@@ -528,3 +529,53 @@ async def test_generic_plans_stay_on_the_session_indexes(make_cache, pg_url, ids
     finally:
         await conn.close()
     assert [e.question for e in await cache.get_latest_qa_entries(user, small, 2)] == ["q3", "q4"]
+
+
+async def test_plans_made_on_a_tiny_table_are_index_scans(make_cache, pg_url, ids):
+    """A plan cached while the tables are small (fresh or just vacuumed) must not scan them whole.
+
+    The cache's connections keep each statement's generic plan; made on a table
+    of a page or two, PostgreSQL would pick a sequential scan and keep it as the
+    table grows. Checked on the cache's own connection, generic plans forced.
+    """
+    cache = await make_cache()
+    user, session = ids
+    await cache.prune()
+    conn = await _raw(pg_url)
+    try:
+        await conn.execute("VACUUM ANALYZE cache_qa_entries, cache_session_context, cache_session_state")
+    finally:
+        await conn.close()
+    await cache.create_qa_entry(user, session, question="q", answer="a")
+    await cache.create_session_context_entry(user, session, {"id": "g"})
+    params = {
+        "user_id": user,
+        "session_id": session,
+        "kind": "qa",
+        "key": "k",
+        "payload": "{}",
+        "created_at": 0.0,
+        "now": 0.0,
+        "ttl_on": True,
+        "cutoff": 0.0,
+        "new_expiry": 1.0,
+        "last_n": 10,
+        "cursor_epoch": 1,
+        "after": 3,
+    }
+    names = ["qa_last_n", "qa_all", "qa_log", "context_all", "state_lock", "qa_get", "qa_write_fast", "qa_write_fast_restamp"]
+    runner: PostgresRunner = cache._runner
+    lease = await runner._checkout()
+    try:
+        driver = lease.driver
+        await driver.execute("SET plan_cache_mode = force_generic_plan")
+        for i, name in enumerate(names):
+            sql, args = runner.statements.bind(name, params)
+            await driver.execute(f"PREPARE tiny_{i} AS {sql}")
+            plan = "\n".join(row[0] for row in await driver.fetch(f"EXPLAIN EXECUTE tiny_{i}({', '.join(map(_literal, args))})"))
+            await driver.execute(f"DEALLOCATE tiny_{i}")
+            assert re.search(r"\$\d", plan), plan  # really the generic plan
+            assert "Seq Scan" not in plan, f"{name}:\n{plan}"
+        await driver.execute("RESET plan_cache_mode")
+    finally:
+        runner._checkin(lease)
