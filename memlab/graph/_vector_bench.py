@@ -43,11 +43,14 @@ def vector_search_latency(
     *,
     mode: str = "auto",
     batch: int = 10_000,
+    spread: float = 1.0,
 ) -> dict[str, Any]:
     """Single-query latency and recall of a ``VectorIndex`` of ``n`` clustered vectors.
 
     ``mode``: ``"auto"`` (the default threshold decides), ``"exact"`` or
-    ``"ivf"`` (forced by the threshold). Returns ``n, dim, top_k, queries,
+    ``"ivf"`` (forced by the threshold). ``spread`` is the cluster noise
+    (see :func:`clustered_unit_vectors`; 2.0 makes neighbours much harder to
+    separate than 1.0). Returns ``n, dim, top_k, queries,
     mode, nlist, nprobe, build_s`` (all adds, including IVF training),
     ``p50_ms, p95_ms`` (one query at a time) and ``recall_at_k`` (mean over
     the queries, against exact search).
@@ -55,11 +58,13 @@ def vector_search_latency(
     for name, value in {"n": n, "dim": dim, "top_k": top_k, "queries": queries, "batch": batch}.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValidationError(f"{name} must be a positive int, got {value!r}")
+    if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not spread > 0:
+        raise ValidationError(f"spread must be a positive number, got {spread!r}")
     if mode not in _MODES:
         raise ValidationError(f"mode must be one of {sorted(_MODES)}, got {mode!r}")
     threshold = {"auto": DEFAULT_IVF_THRESHOLD, "exact": n + 1, "ivf": n}[mode]
     clusters = max(2, round(math.sqrt(n)))
-    data = clustered_unit_vectors(n + queries, dim, clusters=clusters, seed=seed)
+    data = clustered_unit_vectors(n + queries, dim, clusters=clusters, spread=spread, seed=seed)
     vectors, probes = data[:n], data[n:]
     ids = [f"v{i}" for i in range(n)]
 
@@ -92,4 +97,5 @@ def vector_search_latency(
         "p50_ms": round(float(np.percentile(timings, 50)) * 1000, 3),
         "p95_ms": round(float(np.percentile(timings, 95)) * 1000, 3),
         "recall_at_k": round(recall, 4),
+        "spread": spread,
     }
