@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -192,9 +192,9 @@ class VectorIndex:
         self._index.add_with_ids(array, labels)
         self._rebalance()
 
-    def remove(self, ids: Sequence[str]) -> int:
-        """Delete the vectors of ``ids`` (unknown ids are ignored); return how many were deleted."""
-        keys = _check_ids(ids)
+    def remove(self, ids: Iterable[str]) -> int:
+        """Delete the vectors of ``ids`` (any iterable of str, e.g. a set; unknown ids are ignored); return how many were deleted."""
+        keys = _check_ids(ids, ordered=False)
         labels = [self._label_of.pop(key) for key in dict.fromkeys(keys) if key in self._label_of]
         if not labels:
             return 0
@@ -381,9 +381,9 @@ class VectorStore:
         """Names of the collections created so far."""
         return list(self._collections)
 
-    def remove(self, ids: Sequence[str]) -> int:
-        """Delete ``ids`` from every collection; return how many vectors were deleted."""
-        keys = _check_ids(ids)
+    def remove(self, ids: Iterable[str]) -> int:
+        """Delete ``ids`` (any iterable of str, e.g. a set) from every collection; return how many vectors were deleted."""
+        keys = _check_ids(ids, ordered=False)
         return sum(index.remove(keys) for index in self._collections.values())
 
     def clear(self) -> None:
@@ -418,9 +418,10 @@ def _check_space(space: object) -> str:
     return space
 
 
-def _check_ids(ids: Sequence[str]) -> list[str]:
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-        raise ValidationError(f"ids must be a sequence of str (a list), got {type(ids).__name__}")
+def _check_ids(ids: Iterable[str], *, ordered: bool = True) -> list[str]:
+    """``ids`` as a list of non-empty str; ``ordered`` demands a sequence (ids that pair with vector rows)."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence if ordered else Iterable):
+        raise ValidationError(f"ids must be a {'sequence' if ordered else 'collection'} of str (a list), got {type(ids).__name__}")
     keys = list(ids)
     for key in keys:
         if not isinstance(key, str) or not key:

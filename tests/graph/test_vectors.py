@@ -73,6 +73,8 @@ def test_remove_in_exact_mode() -> None:
     assert len(index) == 18 and "v3" not in index
     assert "v3" not in {key for key, _ in index.search(vectors[3], 18)}
     assert index.remove(["v3"]) == 0
+    with pytest.raises(ValidationError, match="collection of str"):
+        index.remove("v5")
 
 
 def test_float64_queries_are_accepted() -> None:
@@ -225,7 +227,7 @@ def test_vector_store_collections() -> None:
     chunks.add(["x", "y"], _unit(2))
     store.collection("entities").add(["x", "z"], _unit(2, seed=1))
     assert store.counts() == {"chunks": 2, "entities": 2} and store.names() == ["chunks", "entities"]
-    assert store.remove(["x", "ghost"]) == 2
+    assert store.remove(frozenset({"x", "ghost"})) == 2  # any collection of ids, e.g. a GraphRemoval's sets
     assert store.counts() == {"chunks": 1, "entities": 1}
     store.clear()
     assert store.counts() == {"chunks": 0, "entities": 0}
