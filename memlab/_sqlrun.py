@@ -456,6 +456,12 @@ class PostgresRunner:
         sql, args = self.statements.bind(name, params)
         return await self._attempts(lambda lease: lease.driver.fetch(sql, *args))
 
+    async def execute_write(self, name: str, params: dict[str, Any]) -> int:
+        """One named write, autocommitted in one round trip; the affected row count (no rows sent back)."""
+        sql, args = self.statements.bind(name, params)
+        status = await self._attempts(lambda lease: lease.driver.execute(sql, *args))
+        return int(status.rpartition(" ")[2])
+
     async def run_ddl(self, fn: Callable[[Any], T]) -> T:
         """Run schema work (``fn(sync_connection)``) through SQLAlchemy and commit."""
         lease = await self._checkout()

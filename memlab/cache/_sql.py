@@ -184,8 +184,8 @@ def _postgres_fast_writes(insert) -> dict:
     * ``{kind}_write_fast_restamp``: also sets ``new_expiry`` when due, in a
       second CTE. Used under ``sliding``, which re-stamps on every write.
 
-    No row comes back when the state is missing or dead (or, in the first
-    variant, a re-stamp is due): nothing was written and the caller runs the full
+    No row is written when the state is missing or dead (or, in the first
+    variant, a re-stamp is due): the row count is 0 and the caller runs the full
     transaction (create / scoped purge / re-stamp).
     """
     st = session_state
@@ -216,7 +216,7 @@ def _postgres_fast_writes(insert) -> dict:
             return stmt
 
         quiet = select(st.c.expires_at).where(*mine, live, ~due).with_for_update(key_share=True).cte(f"{kind}_locked")
-        fast[f"{kind}_write_fast"] = write_from(quiet).returning(table.c.seq)
+        fast[f"{kind}_write_fast"] = write_from(quiet)
 
         locked = select(st.c.expires_at).where(*mine, live).with_for_update(key_share=True).cte(f"{kind}_locked")
         lagging = select(locked.c.expires_at).where(
@@ -228,7 +228,7 @@ def _postgres_fast_writes(insert) -> dict:
             .values(expires_at=bindparam("new_expiry", type_=Float))
             .cte(f"{kind}_restamp")
         )
-        fast[f"{kind}_write_fast_restamp"] = write_from(locked).add_cte(restamp).returning(table.c.seq)
+        fast[f"{kind}_write_fast_restamp"] = write_from(locked).add_cte(restamp)
     return fast
 
 
@@ -350,18 +350,9 @@ class SQLCache(CacheBackend):
             return False
         variant, ttl = fast
         stamp = now.timestamp()
-        rows = await self._execute(
-            f"{kind}_write_fast{variant}",
-            write=True,
-            user_id=user_id,
-            session_id=session_id,
-            key=key,
-            payload=payload,
-            created_at=stamp,
-            now=stamp,
-            **ttl,
-        )
-        return bool(rows)
+        params = {"user_id": user_id, "session_id": session_id, "key": key, "payload": payload, "created_at": stamp, "now": stamp}
+        written = await self._open_runner().execute_write(f"{kind}_write_fast{variant}", {**params, **ttl})
+        return written > 0
 
     # state helpers, run inside a transaction
     def _lock_state(self, db: DB, user_id: str, session_id: str, kind: str, *, create: bool):
