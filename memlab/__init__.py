@@ -15,6 +15,7 @@ from memlab.exceptions import (
     CacheConnectionError,
     ConfigError,
     MemlabError,
+    PermissionDeniedError,
     SessionParameterValidationError,
     SessionPreconditionError,
     SessionQAEntryValidationError,
@@ -28,9 +29,14 @@ __all__ = [
     "BackendError",
     "CacheConnectionError",
     "ConfigError",
+    "DataRecord",
     "Dataset",
+    "ForgetResult",
+    "ImproveResult",
     "MemlabError",
     "MemoryStack",
+    "PermissionDeniedError",
+    "PipelineRun",
     "RecallResponse",
     "RememberResult",
     "SessionContextEntry",
@@ -44,6 +50,8 @@ __all__ = [
     "StackStateError",
     "User",
     "ValidationError",
+    "forget",
+    "improve",
     "recall",
     "remember",
     "run_migrations",
@@ -52,7 +60,11 @@ __all__ = [
 _LAZY = {
     "MemoryStack": "memlab.stack",
     "StackConfig": "memlab.config",
+    "DataRecord": "memlab.models",
     "Dataset": "memlab.models",
+    "ForgetResult": "memlab.models",
+    "ImproveResult": "memlab.models",
+    "PipelineRun": "memlab.models",
     "RecallResponse": "memlab.models",
     "RememberResult": "memlab.models",
     "SessionContextEntry": "memlab.models",
@@ -83,3 +95,17 @@ async def recall(query_text: str, query_type: Any = None, **kwargs: Any):
     from memlab._default import default_stack
 
     return await (await default_stack()).recall(query_text, query_type, **kwargs)
+
+
+async def forget(**kwargs: Any):
+    """:meth:`MemoryStack.forget` on the default stack (built from the environment)."""
+    from memlab._default import default_stack
+
+    return await (await default_stack()).forget(**kwargs)
+
+
+async def improve(**kwargs: Any):
+    """:meth:`MemoryStack.improve` on the default stack (built from the environment)."""
+    from memlab._default import default_stack
+
+    return await (await default_stack()).improve(**kwargs)

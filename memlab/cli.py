@@ -4,6 +4,7 @@
 
     memlab demo                      session-memory walk-through on the stack from the environment
     memlab bench cache [options]     cache backend throughput (see memlab.bench.cache)
+    memlab bench ingest [options]    permanent-memory ingest and vector search (see memlab.bench.ingest)
 """
 
 from __future__ import annotations
@@ -68,6 +69,23 @@ def build_parser() -> argparse.ArgumentParser:
     cache.add_argument("--no-raw", action="store_true", help="skip the raw ceilings")
     cache.add_argument("--json", type=Path, metavar="PATH", help="also write the rows (and spec, environment) as JSON")
     cache.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    ingest = benches.add_parser(
+        "ingest",
+        help="permanent-memory ingest and vector search",
+        description="remember() of a generated corpus per embedder (documents/s, chunks/s, phase split), then "
+        "top-k vector search latency of memlab's index beside a plain faiss exact search over the same vectors.",
+    )
+    ingest.add_argument("--documents", type=_positive_int, default=1000, help="generated documents (default: 1000)")
+    ingest.add_argument("--words", type=_positive_int, default=300, help="words per document (default: 300)")
+    ingest.add_argument(
+        "--embedders", type=_names, default=None, help="comma-separated EMBEDDING_MODEL names (default: memlab/hashing,memlab/minilm)"
+    )
+    ingest.add_argument("--vectors", type=_positive_int, default=100_000, help="vectors in the search index (default: 100000)")
+    ingest.add_argument("--dims", type=_names, default=None, help="comma-separated vector dims (default: 256,384)")
+    ingest.add_argument("--queries", type=_positive_int, default=200, help="search queries per index (default: 200)")
+    ingest.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
+    ingest.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return parser
 
 
@@ -106,6 +124,32 @@ def _bench_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_ingest(args: argparse.Namespace) -> int:
+    from memlab.bench.ingest import IngestBenchSpec, format_ingest_table, run_bench_ingest
+
+    try:
+        dims = tuple(int(dim) for dim in args.dims) if args.dims else (256, 384)
+    except ValueError:
+        print(f"memlab: error: --dims must be integers, got {','.join(args.dims)!r}", file=sys.stderr)
+        return 2
+    spec = IngestBenchSpec(
+        documents=args.documents,
+        words=args.words,
+        **({"embedders": args.embedders} if args.embedders else {}),
+        vectors=args.vectors,
+        dims=dims,
+        queries=args.queries,
+    )
+    progress = None if args.quiet else (lambda line: print(f"bench: {line}", file=sys.stderr, flush=True))
+    rows = asyncio.run(run_bench_ingest(spec, progress=progress))
+    print(format_ingest_table(rows))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``memlab`` command; returns the exit status."""
     from memlab.exceptions import MemlabError
@@ -117,6 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo()
         if args.command == "bench" and args.bench == "cache":
             return _bench_cache(args)
+        if args.command == "bench" and args.bench == "ingest":
+            return _bench_ingest(args)
     except MemlabError as exc:
         print(f"memlab: error: {exc}", file=sys.stderr)
         return 1

@@ -9,6 +9,9 @@ seeds' variables with their defaults (names are case-insensitive)::
     CACHE_SSL_CERT_REQS=required  SESSION_TTL_SECONDS=604800  SESSION_SEARCH_MODE=concurrent
     AUTO_FEEDBACK=true  SESSION_ABANDON_AFTER_SECONDS=1800  MEMLAB_TTL_POLICY=auto
     MEMLAB_DATA_ROOT=./.memlab  TAPES_INGEST_URL=  TAPES_PROVIDER=openai
+    LLM_MODEL=memlab/offline  LLM_API_KEY=  MEMLAB_OFFLINE_LATENCY_MS=0
+    EMBEDDING_MODEL=memlab/minilm  EMBEDDING_API_KEY=  (falls back to LLM_API_KEY)
+    MEMLAB_CHUNK_SIZE=512  MEMLAB_CHUNK_OVERLAP=64  MEMLAB_EXTRACTION_CONCURRENCY=8
     DB_PROVIDER= DB_HOST= DB_PORT= DB_USERNAME= DB_PASSWORD= DB_NAME=   (postgres cache without CACHE_DB_URL)
 
 An unknown strategy name raises :class:`~memlab.exceptions.ConfigError` listing
@@ -32,11 +35,16 @@ __all__ = [
     "AnalysisConfig",
     "CACHE_BACKENDS",
     "CacheConfig",
+    "EmbeddingConfig",
+    "GraphConfig",
+    "LLMConfig",
     "SessionConfig",
     "StackConfig",
     "TTL_POLICIES",
     "TTLConfig",
     "build_cache_backend",
+    "build_embedder",
+    "build_llm_client",
     "build_ttl_policy",
     "sql_cache_url",
 ]
@@ -148,6 +156,49 @@ class AnalysisConfig(_Section):
     auto_feedback: bool = True
 
 
+class LLMConfig(_Section):
+    """The LLM every memlab call goes through (a litellm model string; see :mod:`memlab.llm`)."""
+
+    model: str = "memlab/offline"
+    api_key: Optional[SecretStr] = None
+    offline_latency_ms: float = Field(0.0, ge=0.0)
+
+    @field_validator("model")
+    @classmethod
+    def _non_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("LLM model must be a non-empty litellm model string")
+        return value.strip()
+
+
+class EmbeddingConfig(_Section):
+    """The embedder (see :func:`memlab.embeddings.embedder_from_model`); ``api_key`` None uses the LLM key."""
+
+    model: str = "memlab/minilm"
+    api_key: Optional[SecretStr] = None
+
+    @field_validator("model")
+    @classmethod
+    def _non_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("embedding model must be a non-empty string")
+        return value.strip()
+
+
+class GraphConfig(_Section):
+    """Permanent memory: chunk sizes (in estimated tokens) and LLM extraction parallelism."""
+
+    chunk_size: int = Field(512, ge=16)
+    chunk_overlap: int = Field(64, ge=0)
+    extraction_concurrency: int = Field(8, ge=1, le=256)
+
+    @pydantic.model_validator(mode="after")
+    def _overlap_below_size(self) -> "GraphConfig":
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size})")
+        return self
+
+
 class StackConfig(_Section):
     """Everything a :class:`~memlab.MemoryStack` is assembled from."""
 
@@ -156,6 +207,9 @@ class StackConfig(_Section):
     ttl: TTLConfig = Field(default_factory=TTLConfig)
     session: SessionConfig = Field(default_factory=SessionConfig)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    graph: GraphConfig = Field(default_factory=GraphConfig)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "StackConfig":
@@ -185,6 +239,20 @@ class StackConfig(_Section):
                 analysis=AnalysisConfig(
                     search_mode=(env.get("SESSION_SEARCH_MODE") or "concurrent").strip().lower(),
                     auto_feedback=reader.flag("AUTO_FEEDBACK", True),
+                ),
+                llm=LLMConfig(
+                    model=(env.get("LLM_MODEL") or "memlab/offline").strip(),
+                    api_key=env.get("LLM_API_KEY") or None,
+                    offline_latency_ms=reader.number("MEMLAB_OFFLINE_LATENCY_MS", 0.0),
+                ),
+                embedding=EmbeddingConfig(
+                    model=(env.get("EMBEDDING_MODEL") or "memlab/minilm").strip(),
+                    api_key=env.get("EMBEDDING_API_KEY") or None,
+                ),
+                graph=GraphConfig(
+                    chunk_size=int(reader.number("MEMLAB_CHUNK_SIZE", 512)),
+                    chunk_overlap=int(reader.number("MEMLAB_CHUNK_OVERLAP", 64)),
+                    extraction_concurrency=int(reader.number("MEMLAB_EXTRACTION_CONCURRENCY", 8)),
                 ),
             )
         except ConfigError as exc:
@@ -316,3 +384,27 @@ def build_cache_backend(config: StackConfig, clock):
             raise ConfigError("the tapes cache backend needs TAPES_INGEST_URL (the Tapes ingest service)")
         return cls(config.fs_cache_dir, ingest_url=cache.tapes_ingest_url, provider=cache.tapes_provider, **common)
     raise ConfigError(f"cache backend {cache.backend!r} has no builder")  # pragma: no cover - registry and builders agree
+
+
+def build_llm_client(config: StackConfig):
+    """The :class:`~memlab.llm.LLMClient` of the config (litellm is imported on its first call)."""
+    from memlab.llm import LLMClient
+
+    llm = config.llm
+    return LLMClient(
+        llm.model,
+        api_key=llm.api_key.get_secret_value() if llm.api_key else None,
+        offline_latency_ms=llm.offline_latency_ms,
+    )
+
+
+def build_embedder(config: StackConfig):
+    """The :class:`~memlab.embeddings.Embedder` ``embedding.model`` names (loaded on first use)."""
+    from memlab.embeddings import embedder_from_model
+    from memlab.exceptions import ValidationError
+
+    key = config.embedding.api_key or config.llm.api_key
+    try:
+        return embedder_from_model(config.embedding.model, api_key=key.get_secret_value() if key else None)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid embedding.model: {exc}") from None

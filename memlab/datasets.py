@@ -1,23 +1,59 @@
-"""``stack.datasets``: named datasets per user (ownership; permissions come with permanent memory)."""
+"""``stack.datasets``: named datasets per user, permissions, and their documents.
+
+Who may do what:
+
+* the owner of a dataset may read, write and grant it;
+* ``grant(dataset, user, "read" | "write", by=owner)`` gives another user one
+  permission (``write`` does not imply ``read``);
+* an agent user (``parent_user_id`` set) acts with its own permissions plus
+  those of its parent user, one level up.
+
+A ``dataset`` argument is a :class:`~memlab.models.Dataset`, a UUID (or UUID
+string) of any dataset, or a name, which is looked up among the acting user's
+own datasets. Refusals raise :class:`~memlab.exceptions.PermissionDeniedError`
+naming the dataset id and permission, never its content.
+"""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
-from memlab.exceptions import ValidationError
-from memlab.models import Dataset
+from memlab.exceptions import PermissionDeniedError, ValidationError
+from memlab.models import DataRecord, Dataset, ForgetResult, User
 from memlab.relational import RelationalStore
 from memlab.users import Users
 
 MAIN_DATASET = "main_dataset"
+PERMISSIONS = ("read", "write")
+
+
+def _dataset_uuid(dataset: Any) -> uuid.UUID | None:
+    if isinstance(dataset, Dataset):
+        return dataset.id
+    if isinstance(dataset, uuid.UUID):
+        return dataset
+    if isinstance(dataset, str):
+        try:
+            return uuid.UUID(dataset)
+        except ValueError:
+            return None
+    raise ValidationError(f"dataset must be a Dataset, a UUID or a name, got {type(dataset).__name__} {dataset!r}")
+
+
+def _check_permission(permission: str) -> str:
+    if permission not in PERMISSIONS:
+        raise ValidationError(f"permission must be one of {', '.join(PERMISSIONS)}, got {permission!r}")
+    return permission
 
 
 class Datasets:
-    """Dataset registry of one stack."""
+    """Dataset registry of one stack. ``memory`` (the stack's permanent memory) performs deletions."""
 
     def __init__(self, store: RelationalStore, users: Users) -> None:
         self._store = store
         self._users = users
+        self.memory: Any = None
 
     async def create(self, name: str, user: Any = None) -> Dataset:
         """Create the user's dataset ``name`` (or return the existing one)."""
@@ -27,6 +63,95 @@ class Datasets:
         return await self._store.create_dataset(owner.id, name.strip())
 
     async def get(self, name: str, user: Any = None) -> Dataset | None:
-        """The user's dataset ``name``, or None."""
+        """The user's own dataset ``name``, or None."""
         owner = await self._users.resolve(user)
         return await self._store.get_dataset(owner.id, name)
+
+    async def list(self, user: Any = None, permission: str = "read") -> list[Dataset]:
+        """Every dataset the user may ``permission`` (own first, then granted, oldest first)."""
+        _check_permission(permission)
+        acting = await self._users.resolve(user)
+        found: dict[uuid.UUID, Dataset] = {}
+        for principal in self._principals(acting):
+            for dataset in await self._store.datasets_of_owner(principal):
+                found.setdefault(dataset.id, dataset)
+        for principal in self._principals(acting):
+            for dataset in await self._store.datasets_granted(principal, permission):
+                found.setdefault(dataset.id, dataset)
+        return list(found.values())
+
+    async def grant(self, dataset: Any, user: Any, permission: str, *, by: Any = None) -> None:
+        """Give ``user`` ``permission`` on ``dataset``; ``by`` (default user when None) must own it."""
+        _check_permission(permission)
+        granter = await self._users.resolve(by)
+        target = await self._find(dataset, granter)
+        if target.owner_id != granter.id:
+            raise PermissionDeniedError(f"user {granter.id} does not own dataset {target.id} and cannot grant on it")
+        grantee = await self._users.resolve(user)
+        await self._store.grant(target.id, grantee.id, permission)
+
+    async def can(self, user: Any, dataset: Any, permission: str) -> bool:
+        """Whether ``user`` may ``permission`` the dataset (False for an unknown dataset)."""
+        _check_permission(permission)
+        acting = await self._users.resolve(user)
+        try:
+            target = await self._find(dataset, acting)
+        except ValidationError:
+            return False
+        return await self._allowed(acting, target, permission)
+
+    async def resolve(self, dataset: Any, user: Any, permission: str, *, create: bool = False) -> Dataset:
+        """The dataset ``user`` may ``permission``; a missing own name is created when ``create``.
+
+        Raises ``ValidationError`` for an unknown dataset and ``PermissionDeniedError``
+        when the user lacks the permission.
+        """
+        _check_permission(permission)
+        acting = await self._users.resolve(user)
+        if create and _dataset_uuid(dataset) is None:
+            target = await self.create(dataset, acting)
+        else:
+            target = await self._find(dataset, acting)
+        if not await self._allowed(acting, target, permission):
+            raise PermissionDeniedError(f"user {acting.id} may not {permission} dataset {target.id}")
+        return target
+
+    async def list_data(self, dataset: Any, user: Any = None) -> list[DataRecord]:
+        """The documents of a dataset the user may read, oldest first."""
+        target = await self.resolve(dataset, user, "read")
+        return await self._store.list_data(target.id)
+
+    async def delete_data(self, dataset: Any, data_id: Any, user: Any = None) -> ForgetResult:
+        """Remove one document and the graph elements only it supported (as ``forget(data_id=...)``)."""
+        target = await self.resolve(dataset, user, "write")
+        return await self.memory.forget_data(target, data_id)
+
+    async def empty_dataset(self, dataset: Any, user: Any = None) -> ForgetResult:
+        """Remove every document of the dataset and its whole graph; the dataset itself stays."""
+        target = await self.resolve(dataset, user, "write")
+        return await self.memory.forget_dataset(target, keep_dataset=True, keep_data=False)
+
+    # -- internals -----------------------------------------------------------------
+    @staticmethod
+    def _principals(user: User) -> list[uuid.UUID]:
+        return [user.id] + ([user.parent_user_id] if user.parent_user_id else [])
+
+    async def _find(self, dataset: Any, acting: User) -> Dataset:
+        dataset_id = _dataset_uuid(dataset)
+        if dataset_id is not None:
+            found = await self._store.get_dataset_by_id(dataset_id)
+            if found is None:
+                raise ValidationError(f"dataset {dataset_id} does not exist")
+            return found
+        if not dataset.strip():
+            raise ValidationError(f"dataset name must be a non-blank string, got {dataset!r}")
+        found = await self._store.get_dataset(acting.id, dataset.strip())
+        if found is None:
+            raise ValidationError(f"user {acting.id} has no dataset named {dataset!r}")
+        return found
+
+    async def _allowed(self, acting: User, target: Dataset, permission: str) -> bool:
+        for principal in self._principals(acting):
+            if target.owner_id == principal or permission in await self._store.permissions(target.id, principal):
+                return True
+        return False

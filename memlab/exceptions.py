@@ -9,6 +9,7 @@ errors (sqlite3, redis, asyncpg, ...) are wrapped, never raised bare::
     │   ├── SessionParameterValidationError  blank user/session/qa id, last_n < 1, non-UUID dataset id
     │   ├── SessionQAEntryValidationError    a QA entry field is invalid (feedback_score outside 1..5, ...)
     │   └── SessionPreconditionError         the call needs state that does not exist (no main_dataset)
+    ├── PermissionDeniedError(PermissionError)  the user may not read / write that dataset; nothing leaked
     ├── BackendError(RuntimeError)           a store failed; the message names the backend, never a secret
     │   └── CacheConnectionError             the session cache could not be reached or answered wrongly
     └── StackStateError(RuntimeError)        a MemoryStack used before open() or after close()
@@ -21,6 +22,7 @@ __all__ = [
     "CacheConnectionError",
     "ConfigError",
     "MemlabError",
+    "PermissionDeniedError",
     "SessionParameterValidationError",
     "SessionPreconditionError",
     "SessionQAEntryValidationError",
@@ -51,6 +53,10 @@ class SessionQAEntryValidationError(ValidationError):
 
 class SessionPreconditionError(ValidationError):
     """The call needs state that does not exist yet (for example a ``main_dataset``)."""
+
+
+class PermissionDeniedError(MemlabError, PermissionError):
+    """The user lacks ``read`` / ``write`` on a dataset. The message names the dataset id, never its content."""
 
 
 class BackendError(MemlabError, RuntimeError):

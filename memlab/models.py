@@ -14,7 +14,11 @@ from typing import Any, ClassVar, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
+    "DataRecord",
     "Dataset",
+    "ForgetResult",
+    "ImproveResult",
+    "PipelineRun",
     "RecallResponse",
     "RememberResult",
     "SessionContextEntry",
@@ -191,12 +195,77 @@ class Dataset(BaseModel):
 
 
 class RememberResult(BaseModel):
-    """What ``remember()`` stored. ``status`` is ``"session_stored"`` or ``"skipped_blank"``."""
+    """What ``remember()`` stored.
+
+    ``status``: ``"completed"`` (permanent memory: documents added and cognified),
+    ``"session_stored"``, ``"skipped_blank"`` or ``"cache_unavailable"`` (session
+    writes). For permanent memory ``data_ids`` are the documents' ids (one per
+    input document, including ones already present), ``new_data_ids`` those
+    stored by this call, and the counts what this call added to the graph
+    (elements it created or extended).
+    """
 
     status: str
     dataset_id: Optional[uuid.UUID] = None
     session_id: Optional[str] = None
     data_ids: list[str] = Field(default_factory=list)
+    new_data_ids: list[str] = Field(default_factory=list)
+    chunk_count: int = 0
+    node_count: int = 0
+    edge_count: int = 0
+    pipeline_run_id: Optional[uuid.UUID] = None
+    #: LLM use of the run: ``llm_calls``, ``tokens_in``, ``tokens_out``
+    usage: dict[str, int] = Field(default_factory=dict)
+    #: wall-clock seconds per phase: ``extract`` (LLM), ``embed``, ``write`` (graph, vectors, snapshot, records)
+    timings_s: dict[str, float] = Field(default_factory=dict)
+
+
+class DataRecord(BaseModel):
+    """One document of a dataset (``data_id``), as stored in the relational metadata."""
+
+    id: uuid.UUID
+    dataset_id: uuid.UUID
+    name: str
+    source: Optional[str] = None
+    extension: str
+    content_hash: str
+    size_bytes: int
+    tags: list[str] = Field(default_factory=list)
+    created_at: datetime
+
+
+class PipelineRun(BaseModel):
+    """One pipeline run over a dataset; ``error_message`` is PII-scrubbed (SPEC §9.7)."""
+
+    id: uuid.UUID
+    dataset_id: uuid.UUID
+    pipeline_name: str
+    status: Literal["started", "completed", "errored"]
+    error_class: Optional[str] = None
+    error_message: Optional[str] = None
+    data_count: int = 0
+    started_at: datetime
+    finished_at: Optional[datetime] = None
+
+
+class ForgetResult(BaseModel):
+    """What ``forget()`` removed: datasets, documents, graph nodes and edges (ids)."""
+
+    dataset_ids: list[uuid.UUID] = Field(default_factory=list)
+    data_ids: list[str] = Field(default_factory=list)
+    node_ids: list[str] = Field(default_factory=list)
+    edge_ids: list[str] = Field(default_factory=list)
+
+
+class ImproveResult(BaseModel):
+    """What ``improve()`` bridged from sessions into the graph."""
+
+    status: str
+    dataset_id: uuid.UUID
+    session_ids: list[str] = Field(default_factory=list)
+    turns: int = 0
+    data_ids: list[str] = Field(default_factory=list)
+    new_data_ids: list[str] = Field(default_factory=list)
 
 
 class RecallResponse(BaseModel):

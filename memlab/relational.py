@@ -1,6 +1,9 @@
-"""memlab's own metadata database (users, datasets): ``{data_root}/memlab.db``.
+"""memlab's own metadata database: ``{data_root}/memlab.db``.
 
-Small, rarely written tables; the same inline SQLite runner as the cache.
+Users, datasets, dataset permissions, documents (``data``, with their text so a
+dataset can be re-cognified) and ``pipeline_runs``. Small, rarely written
+tables; the same inline SQLite runner as the cache. New tables are created on
+open (``create_all``), so an older memlab.db gains them in place.
 """
 
 from __future__ import annotations
@@ -9,11 +12,14 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import Boolean, Column, ForeignKey, Index, MetaData, String, Table, bindparam, select
+import json
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import Boolean, Column, ForeignKey, Index, Integer, MetaData, String, Table, Text, bindparam, delete, select, update
 
 from memlab._sqlrun import DB, SQLiteRunner, is_integrity_error
 from memlab.exceptions import ValidationError
-from memlab.models import Dataset, User
+from memlab.models import DataRecord, Dataset, PipelineRun, User
 
 metadata = MetaData()
 
@@ -39,8 +45,59 @@ datasets = Table(
     Index("ux_datasets_owner_name", "owner_id", "name", unique=True),
 )
 
+dataset_permissions = Table(
+    "dataset_permissions",
+    metadata,
+    Column("dataset_id", String(36), ForeignKey("datasets.id"), primary_key=True),
+    Column("user_id", String(36), ForeignKey("users.id"), primary_key=True),
+    Column("permission", String(16), primary_key=True),
+)
+
+data = Table(
+    "data",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("dataset_id", String(36), ForeignKey("datasets.id"), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("source", Text, nullable=True),
+    Column("extension", String(16), nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("size_bytes", Integer, nullable=False),
+    Column("tags", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Index("ux_data_dataset_hash", "dataset_id", "content_hash", unique=True),
+)
+
+pipeline_runs = Table(
+    "pipeline_runs",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("dataset_id", String(36), nullable=False),
+    Column("pipeline_name", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("error_class", String(255), nullable=True),
+    Column("error_message", Text, nullable=True),
+    Column("data_count", Integer, nullable=False),
+    Column("started_at", String(40), nullable=False),
+    Column("finished_at", String(40), nullable=True),
+    Index("ix_pipeline_runs_dataset", "dataset_id", "started_at"),
+)
+
 _USER_COLS = (users.c.id, users.c.name, users.c.parent_user_id, users.c.is_default, users.c.created_at)
 _DATASET_COLS = (datasets.c.id, datasets.c.name, datasets.c.owner_id, datasets.c.created_at)
+_DATA_COLS = (
+    data.c.id,
+    data.c.dataset_id,
+    data.c.name,
+    data.c.source,
+    data.c.extension,
+    data.c.content_hash,
+    data.c.size_bytes,
+    data.c.tags,
+    data.c.created_at,
+)
+_RUN_COLS = tuple(pipeline_runs.c)
 
 STATEMENTS = {
     "user_insert": users.insert().values(
@@ -57,6 +114,58 @@ STATEMENTS = {
     ),
     "dataset_by_name": select(*_DATASET_COLS).where(datasets.c.owner_id == bindparam("owner_id"), datasets.c.name == bindparam("name")),
     "dataset_by_id": select(*_DATASET_COLS).where(datasets.c.id == bindparam("id")),
+    "datasets_of_owner": select(*_DATASET_COLS).where(datasets.c.owner_id == bindparam("owner_id")).order_by(datasets.c.created_at),
+    "datasets_granted": select(*_DATASET_COLS)
+    .join(dataset_permissions, dataset_permissions.c.dataset_id == datasets.c.id)
+    .where(dataset_permissions.c.user_id == bindparam("user_id"), dataset_permissions.c.permission == bindparam("permission"))
+    .order_by(datasets.c.created_at),
+    "dataset_delete": delete(datasets).where(datasets.c.id == bindparam("id")),
+    "permission_insert": dataset_permissions.insert()
+    .values(dataset_id=bindparam("dataset_id"), user_id=bindparam("user_id"), permission=bindparam("permission"))
+    .prefix_with("OR IGNORE", dialect="sqlite"),
+    "permissions_of": select(dataset_permissions.c.permission).where(
+        dataset_permissions.c.dataset_id == bindparam("dataset_id"), dataset_permissions.c.user_id == bindparam("user_id")
+    ),
+    "permissions_delete": delete(dataset_permissions).where(dataset_permissions.c.dataset_id == bindparam("dataset_id")),
+    "data_insert": data.insert().values(
+        id=bindparam("id"),
+        dataset_id=bindparam("dataset_id"),
+        name=bindparam("name"),
+        source=bindparam("source"),
+        extension=bindparam("extension"),
+        content_hash=bindparam("content_hash"),
+        size_bytes=bindparam("size_bytes"),
+        tags=bindparam("tags"),
+        text=bindparam("text"),
+        created_at=bindparam("created_at"),
+    ),
+    "data_by_hash": select(*_DATA_COLS).where(data.c.dataset_id == bindparam("dataset_id"), data.c.content_hash == bindparam("content_hash")),
+    "data_by_id": select(*_DATA_COLS).where(data.c.dataset_id == bindparam("dataset_id"), data.c.id == bindparam("id")),
+    "data_of_dataset": select(*_DATA_COLS).where(data.c.dataset_id == bindparam("dataset_id")).order_by(data.c.created_at, data.c.id),
+    "data_text": select(data.c.text).where(data.c.dataset_id == bindparam("dataset_id"), data.c.id == bindparam("id")),
+    "data_delete": delete(data).where(data.c.dataset_id == bindparam("dataset_id"), data.c.id == bindparam("id")),
+    "data_delete_all": delete(data).where(data.c.dataset_id == bindparam("dataset_id")),
+    "run_insert": pipeline_runs.insert().values(
+        id=bindparam("id"),
+        dataset_id=bindparam("dataset_id"),
+        pipeline_name=bindparam("pipeline_name"),
+        status=bindparam("status"),
+        data_count=bindparam("data_count"),
+        started_at=bindparam("started_at"),
+    ),
+    "run_finish": update(pipeline_runs)
+    .where(pipeline_runs.c.id == bindparam("id"))
+    .values(
+        status=bindparam("status"),
+        error_class=bindparam("error_class"),
+        error_message=bindparam("error_message"),
+        finished_at=bindparam("finished_at"),
+    ),
+    "run_by_id": select(*_RUN_COLS).where(pipeline_runs.c.id == bindparam("id")),
+    "runs_of_dataset": select(*_RUN_COLS)
+    .where(pipeline_runs.c.dataset_id == bindparam("dataset_id"))
+    .order_by(pipeline_runs.c.started_at, pipeline_runs.c.id),
+    "runs_delete": delete(pipeline_runs).where(pipeline_runs.c.dataset_id == bindparam("dataset_id")),
 }
 
 
@@ -77,6 +186,38 @@ def _user(row) -> User:
 
 def _dataset(row) -> Dataset:
     return Dataset(id=uuid.UUID(row[0]), name=row[1], owner_id=uuid.UUID(row[2]), created_at=_when(row[3]))
+
+
+def _data(row) -> DataRecord:
+    return DataRecord(
+        id=uuid.UUID(row[0]),
+        dataset_id=uuid.UUID(row[1]),
+        name=row[2],
+        source=row[3],
+        extension=row[4],
+        content_hash=row[5],
+        size_bytes=row[6],
+        tags=json.loads(row[7]),
+        created_at=_when(row[8]),
+    )
+
+
+def _run(row) -> PipelineRun:
+    return PipelineRun(
+        id=uuid.UUID(row[0]),
+        dataset_id=uuid.UUID(row[1]),
+        pipeline_name=row[2],
+        status=row[3],
+        error_class=row[4],
+        error_message=row[5],
+        data_count=row[6],
+        started_at=_when(row[7]),
+        finished_at=_when(row[8]) if row[8] else None,
+    )
+
+
+#: one document to store: ``(data_id, name, source, extension, content_hash, size_bytes, text)``
+NewData = tuple[uuid.UUID, str, "str | None", str, str, int, str]
 
 
 class RelationalStore:
@@ -152,3 +293,118 @@ class RelationalStore:
             return _dataset(row)
 
         return await self._run(work, write=True)
+
+    async def datasets_of_owner(self, owner_id: uuid.UUID) -> list[Dataset]:
+        rows = await self._run(lambda db: db.rows("datasets_of_owner", owner_id=str(owner_id)), write=False)
+        return [_dataset(row) for row in rows]
+
+    async def datasets_granted(self, user_id: uuid.UUID, permission: str) -> list[Dataset]:
+        rows = await self._run(lambda db: db.rows("datasets_granted", user_id=str(user_id), permission=permission), write=False)
+        return [_dataset(row) for row in rows]
+
+    async def delete_dataset(self, dataset_id: uuid.UUID) -> None:
+        """Remove the dataset row with its documents, permissions and pipeline runs (one transaction)."""
+        ids = str(dataset_id)
+
+        def work(db: DB) -> None:
+            for name in ("data_delete_all", "permissions_delete", "runs_delete"):
+                db.run(name, dataset_id=ids)
+            db.run("dataset_delete", id=ids)
+
+        await self._run(work, write=True)
+
+    # permissions
+    async def grant(self, dataset_id: uuid.UUID, user_id: uuid.UUID, permission: str) -> None:
+        await self._run(
+            lambda db: db.run("permission_insert", dataset_id=str(dataset_id), user_id=str(user_id), permission=permission), write=True
+        )
+
+    async def permissions(self, dataset_id: uuid.UUID, user_id: uuid.UUID) -> set[str]:
+        rows = await self._run(lambda db: db.rows("permissions_of", dataset_id=str(dataset_id), user_id=str(user_id)), write=False)
+        return {row[0] for row in rows}
+
+    # documents
+    async def add_data(self, dataset_id: uuid.UUID, items: Sequence[NewData], tags: Iterable[str] = ()) -> tuple[list[DataRecord], list[bool]]:
+        """Store documents not yet in the dataset (by content hash), all in one transaction.
+
+        Returns each item's record (the existing one for known content) and whether it is new.
+        """
+        ids, tag_text, created = str(dataset_id), json.dumps(sorted(set(tags))), self.clock.now().isoformat()
+
+        def work(db: DB) -> tuple[list[DataRecord], list[bool]]:
+            records, fresh = [], []
+            for data_id, name, source, extension, content_hash, size, text in items:
+                row = db.first("data_by_hash", dataset_id=ids, content_hash=content_hash)
+                if row is None:
+                    db.run(
+                        "data_insert",
+                        id=str(data_id),
+                        dataset_id=ids,
+                        name=name,
+                        source=source,
+                        extension=extension,
+                        content_hash=content_hash,
+                        size_bytes=size,
+                        tags=tag_text,
+                        text=text,
+                        created_at=created,
+                    )
+                    row = db.first("data_by_hash", dataset_id=ids, content_hash=content_hash)
+                    fresh.append(True)
+                else:
+                    fresh.append(False)
+                records.append(_data(row))
+            return records, fresh
+
+        return await self._run(work, write=True)
+
+    async def get_data(self, dataset_id: uuid.UUID, data_id: uuid.UUID) -> DataRecord | None:
+        row = await self._run(lambda db: db.first("data_by_id", dataset_id=str(dataset_id), id=str(data_id)), write=False)
+        return _data(row) if row else None
+
+    async def list_data(self, dataset_id: uuid.UUID) -> list[DataRecord]:
+        rows = await self._run(lambda db: db.rows("data_of_dataset", dataset_id=str(dataset_id)), write=False)
+        return [_data(row) for row in rows]
+
+    async def data_text(self, dataset_id: uuid.UUID, data_id: uuid.UUID) -> str | None:
+        row = await self._run(lambda db: db.first("data_text", dataset_id=str(dataset_id), id=str(data_id)), write=False)
+        return row[0] if row else None
+
+    async def delete_data(self, dataset_id: uuid.UUID, data_ids: Iterable[uuid.UUID]) -> None:
+        ids = [str(data_id) for data_id in data_ids]
+
+        def work(db: DB) -> None:
+            for data_id in ids:
+                db.run("data_delete", dataset_id=str(dataset_id), id=data_id)
+
+        await self._run(work, write=True)
+
+    # pipeline runs
+    async def start_run(self, dataset_id: uuid.UUID, pipeline_name: str, data_count: int) -> PipelineRun:
+        run_id, started = str(uuid.uuid4()), self.clock.now().isoformat()
+        await self._run(
+            lambda db: db.run(
+                "run_insert", id=run_id, dataset_id=str(dataset_id), pipeline_name=pipeline_name, status="started",
+                data_count=data_count, started_at=started,
+            ),
+            write=True,
+        )
+        return await self.get_run(uuid.UUID(run_id))
+
+    async def finish_run(self, run_id: uuid.UUID, status: str, *, error_class: str | None = None, error_message: str | None = None) -> PipelineRun:
+        """Mark a run ``completed`` / ``errored``; ``error_message`` must already be scrubbed."""
+        finished = self.clock.now().isoformat()
+        await self._run(
+            lambda db: db.run(
+                "run_finish", id=str(run_id), status=status, error_class=error_class, error_message=error_message, finished_at=finished
+            ),
+            write=True,
+        )
+        return await self.get_run(run_id)
+
+    async def get_run(self, run_id: uuid.UUID) -> PipelineRun:
+        return _run(await self._run(lambda db: db.first("run_by_id", id=str(run_id)), write=False))
+
+    async def runs(self, dataset_id: uuid.UUID) -> list[PipelineRun]:
+        rows = await self._run(lambda db: db.rows("runs_of_dataset", dataset_id=str(dataset_id)), write=False)
+        return [_run(row) for row in rows]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import tempfile
@@ -10,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from memlab._clock import Clock, SystemClock
-from memlab.config import StackConfig, build_cache_backend
-from memlab.datasets import Datasets
+from memlab.config import StackConfig, build_cache_backend, build_embedder, build_llm_client
+from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import ConfigError, MemlabError, StackStateError, ValidationError
-from memlab.models import RecallResponse, RememberResult, SessionRecallResponse
+from memlab.models import ForgetResult, ImproveResult, RecallResponse, RememberResult, SessionRecallResponse
+from memlab.provenance import ForgetEvent
 from memlab.relational import RelationalStore
 from memlab.session._api import SessionAPI
 from memlab.session._manager import SessionManager
@@ -34,6 +36,26 @@ def _text_of(data: Any) -> str:
     if isinstance(data, Sequence) and not isinstance(data, (bytes, bytearray)) and all(isinstance(item, str) for item in data):
         return "\n\n".join(data)
     raise ValidationError(f"remember() with session_id takes a str or a list of str, got {type(data).__name__}")
+
+
+def _turn_text(question: str, answer: str) -> str:
+    return f"Question: {question}\nAnswer: {answer}" if question.strip() else answer
+
+
+def _permanent_memory(stack: "MemoryStack", config: StackConfig):
+    from memlab.graph._memory import PermanentMemory
+
+    graph = config.graph
+    return PermanentMemory(
+        Path(config.data_root) / "graph",
+        stack._relational,
+        llm=stack.llm,
+        embedder=stack.embedder,
+        chunk_size=graph.chunk_size,
+        chunk_overlap=graph.chunk_overlap,
+        extraction_concurrency=graph.extraction_concurrency,
+        on_forget=stack._after_forget,
+    )
 
 
 def _check_data_root(root: Path) -> None:
@@ -61,6 +83,12 @@ class MemoryStack:
         self.users = Users(self._relational)
         self.datasets = Datasets(self._relational, self.users)
         self.session = SessionAPI(self)
+        self.llm = build_llm_client(config)
+        self.embedder = build_embedder(config)
+        self.memory = _permanent_memory(self, config)
+        self.datasets.memory = self.memory
+        self._improving: dict[tuple, asyncio.Task] = {}
+        self._improve_again: set[tuple] = set()
         self.state = StackState.UNOPENED
 
     @classmethod
@@ -99,9 +127,11 @@ class MemoryStack:
         return self
 
     async def close(self) -> None:
-        """Close every store. Idempotent."""
+        """Finish scheduled self-improvement, then close every store. Idempotent."""
         if self.state is StackState.CLOSED:
             return
+        while self._improving:
+            await asyncio.gather(*self._improving.values(), return_exceptions=True)
         self.state = StackState.CLOSED
         if self.cache is not None:
             await self.cache.close()
@@ -123,24 +153,35 @@ class MemoryStack:
         self,
         data: Any,
         *,
-        dataset: str = "main_dataset",
+        dataset: Any = MAIN_DATASET,
         session_id: str | None = None,
         user: Any = None,
         self_improvement: bool = True,
+        progress: bool | None = None,
     ) -> RememberResult:
-        """Store ``data``. With ``session_id``: one raw session turn (no chunking, no LLM).
+        """Store ``data`` in permanent memory, or with ``session_id`` as one session turn.
 
-        The text becomes a turn with empty question and context; blank text writes
-        nothing (status ``skipped_blank``); caching off gives ``cache_unavailable``.
-        Without ``session_id`` the data would go to permanent memory, which this
-        build does not have yet: that raises ``ValidationError``.
+        Without ``session_id``: ``data`` (a str, a list of str, file paths as
+        ``pathlib.Path`` or ``file://`` strings: .txt .md .json .csv) becomes
+        documents of ``dataset`` (a name of the user's, created when missing, or
+        a dataset id the user may write), which are chunked, extracted and
+        embedded into the dataset's graph (status ``completed``). Content already
+        in the dataset is not processed again. Bad input raises ``ValidationError``
+        before anything is stored; a failed run leaves the previous graph intact.
+
+        With ``session_id``: the text becomes one turn (empty question and
+        context) of that session; blank text writes nothing (``skipped_blank``);
+        caching off gives ``cache_unavailable``. ``self_improvement`` then bridges
+        the session into ``dataset``'s graph in the background (see :meth:`improve`),
+        without delaying this call.
         """
         self._require_open()
         if session_id is None:
-            raise ValidationError(
-                "remember() without session_id writes permanent memory (the knowledge graph), "
-                "which this build does not include yet; pass session_id=... to write the session cache"
-            )
+            from memlab.graph._documents import load_documents
+
+            documents = await asyncio.to_thread(load_documents, data)
+            target = await self.datasets.resolve(dataset, user, "write", create=True)
+            return await self.memory.remember(target, documents, progress=progress)
         text = _text_of(data)
         resolved = await self.users.resolve(user)
         session = self.session_manager.resolve_session_id(session_id)
@@ -149,7 +190,112 @@ class MemoryStack:
         qa_id = await self.session_manager.add_qa(resolved.id, question="", answer=text, session_id=session)
         if qa_id is None:
             return RememberResult(status="cache_unavailable", session_id=session)
+        if self_improvement:
+            self._schedule_improvement(dataset, session, resolved)
         return RememberResult(status="session_stored", session_id=session, data_ids=[qa_id])
+
+    async def improve(self, *, dataset: Any = MAIN_DATASET, session_ids: Sequence[str], user: Any = None) -> ImproveResult:
+        """Bridge cached session turns into ``dataset``'s graph.
+
+        Each answered turn becomes one document (``Question: ...`` / ``Answer: ...``)
+        tagged ``session:<id>``, added and cognified like :meth:`remember`; turns
+        bridged before are not processed again. Status ``completed``, or
+        ``nothing_to_improve`` when the sessions hold no answered turn.
+        """
+        self._require_open()
+        if isinstance(session_ids, str) or not isinstance(session_ids, Sequence) or not session_ids:
+            raise ValidationError(f"session_ids must be a non-empty list of session ids, got {session_ids!r}")
+        from memlab.graph._documents import load_documents
+
+        resolved = await self.users.resolve(user)
+        target = await self.datasets.resolve(dataset, resolved, "write", create=True)
+        sessions = [self.session_manager.resolve_session_id(session_id) for session_id in session_ids]
+        texts: list[str] = []
+        for session in sessions:
+            entries = await self.session_manager.get_session(resolved.id, session_id=session)
+            texts.extend(_turn_text(entry.question, entry.answer) for entry in entries if entry.answer.strip())
+        if not texts:
+            return ImproveResult(status="nothing_to_improve", dataset_id=target.id, session_ids=sessions)
+        documents = await asyncio.to_thread(load_documents, texts)
+        result = await self.memory.remember(target, documents, tags=[f"session:{session}" for session in sessions])
+        return ImproveResult(
+            status="completed",
+            dataset_id=target.id,
+            session_ids=sessions,
+            turns=len(texts),
+            data_ids=result.data_ids,
+            new_data_ids=result.new_data_ids,
+        )
+
+    def _schedule_improvement(self, dataset: Any, session: str, user: Any) -> None:
+        """Run :meth:`improve` for one session in the background; coalesces repeated requests."""
+        key = (str(dataset), session, str(user.id))
+        if key in self._improving:
+            self._improve_again.add(key)
+            return
+
+        async def run() -> None:
+            try:
+                while True:
+                    self._improve_again.discard(key)
+                    try:
+                        await self.improve(dataset=dataset, session_ids=[session], user=user)
+                    except Exception as exc:  # background work: log, never raise into the caller
+                        logger.warning("self-improvement of session %r into %r failed: %s: %s", session, dataset, type(exc).__name__, exc)
+                    if key not in self._improve_again:
+                        return
+            finally:
+                self._improving.pop(key, None)
+
+        self._improving[key] = asyncio.get_running_loop().create_task(run())
+
+    async def forget(
+        self,
+        *,
+        dataset: Any = None,
+        data_id: Any = None,
+        memory_only: bool = False,
+        everything: bool = False,
+        user: Any = None,
+    ) -> ForgetResult:
+        """Delete permanent memory; returns what was removed.
+
+        * ``forget(dataset=d)``: the dataset, its documents and its graph;
+        * ``forget(data_id=x, dataset=d)``: one document (``dataset`` defaults to
+          ``main_dataset``) and the graph elements only it supported;
+        * ``forget(dataset=d, memory_only=True)``: the graph and vectors only; the
+          documents stay (a later ``remember`` of new data rebuilds on top);
+        * ``forget(everything=True)``: every dataset the user owns.
+
+        The user needs ``write`` on the dataset. Session caches hear of every
+        deletion through one call site (:meth:`_after_forget`).
+        """
+        self._require_open()
+        resolved = await self.users.resolve(user)
+        if everything:
+            if dataset is not None or data_id is not None or memory_only:
+                raise ValidationError("forget(everything=True) takes no dataset, data_id or memory_only")
+            total = ForgetResult()
+            for owned in await self._relational.datasets_of_owner(resolved.id):
+                part = await self.memory.forget_dataset(owned, keep_dataset=False, keep_data=False)
+                total = ForgetResult(**{name: sorted(getattr(total, name) + getattr(part, name)) for name in ForgetResult.model_fields})
+            return total
+        if data_id is not None:
+            if memory_only:
+                raise ValidationError("forget(data_id=...) removes one document; memory_only applies to a whole dataset")
+            target = await self.datasets.resolve(MAIN_DATASET if dataset is None else dataset, resolved, "write")
+            return await self.memory.forget_data(target, data_id)
+        if dataset is None:
+            raise ValidationError("forget() needs dataset=..., data_id=... or everything=True")
+        target = await self.datasets.resolve(dataset, resolved, "write")
+        return await self.memory.forget_dataset(target, keep_dataset=memory_only, keep_data=memory_only)
+
+    async def _after_forget(self, event: ForgetEvent) -> None:
+        """The single call site for session-cache invalidation after a deletion (see :mod:`memlab.provenance`)."""
+        logger.debug(
+            "forgot %d documents, %d nodes, %d edges of dataset %s",
+            len(event.data_ids), len(event.node_ids), len(event.edge_ids), event.dataset_id,
+        )
 
     async def recall(
         self,
@@ -170,8 +316,8 @@ class MemoryStack:
 
         Results are ``SessionRecallResponse`` items (``source="session"``), best match
         first, ties oldest first, at most ``top_k``. Without ``session_id`` (or when the
-        session has no match) the graph lane would answer; this build has no
-        permanent memory yet, so that lane contributes nothing. Options that only
+        session has no match) the graph lane would answer; its retrievers are not
+        in this build yet, so that lane contributes nothing. Options that only
         the graph lane uses raise ``ValidationError`` rather than being ignored.
         """
         self._require_open()
@@ -186,7 +332,7 @@ class MemoryStack:
         }
         given = [name for name, value in unsupported.items() if value is not None] + (["only_context"] if only_context else [])
         if given:
-            raise ValidationError(f"recall() options {given} need the graph lane, which this build does not include yet")
+            raise ValidationError(f"recall() options {given} need the graph lane, whose retrievers this build does not include yet")
         if not isinstance(query_text, str):
             raise ValidationError(f"query_text must be a str, got {type(query_text).__name__}")
         if not query_text.strip() or session_id is None:

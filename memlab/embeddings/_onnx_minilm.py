@@ -72,7 +72,7 @@ MODEL_PATH_ENV = "MEMLAB_MINILM_ONNX_PATH"
 #: sentence-transformers' max_seq_length for all-MiniLM-L6-v2
 MAX_TOKENS = 256
 _TOKENIZER_FILE = "all-MiniLM-L6-v2.tokenizer.json"
-_INSTALL_HINT = "pip install 'memlab[embeddings]'"
+_INSTALL_HINT = "they are memlab dependencies: reinstall memlab (pip install memlab)"
 
 
 def _sha256(path: Path) -> str:
@@ -167,6 +167,18 @@ class _Loaded:
         return summed / np.maximum(weights.sum(axis=1), 1e-9)
 
 
+_SHARED: dict[tuple[Path, int | None], _Loaded] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_model(model_path: Path, threads: int | None) -> _Loaded:
+    key = (model_path.resolve(), threads)
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = _Loaded(model_path, threads)
+        return _SHARED[key]
+
+
 class MiniLMEmbedder(Embedder):
     """all-MiniLM-L6-v2 (int8 ONNX, 384-d): memlab's offline default embedder.
 
@@ -196,9 +208,13 @@ class MiniLMEmbedder(Embedder):
         return self._loaded is not None
 
     def load(self) -> None:
-        """Load and verify the model now, in this thread (blocking). :meth:`embed` does it lazily."""
+        """Load and verify the model now, in this thread (blocking). :meth:`embed` does it lazily.
+
+        Loaded models are shared per process (by model file and thread count), so
+        many stacks cost one load.
+        """
         if self._loaded is None:
-            self._loaded = _Loaded(self.model_path or _packaged_model_path(), self.threads)
+            self._loaded = _shared_model(self.model_path or _packaged_model_path(), self.threads)
 
     async def _ensure_loaded(self) -> None:
         if self._loaded is not None:

@@ -23,6 +23,10 @@ _LAZY: dict[str, str] = {
     "save_snapshot": "memlab.graph._snapshot",
     "vector_search_latency": "memlab.graph._vector_bench",
     # --- end storage layer ---
+    "PermanentMemory": "memlab.graph._memory",
+    "data_id_for": "memlab.graph._memory",
+    "draw_neighborhood": "memlab.graph._draw",
+    "neighborhood": "memlab.graph._draw",
 }
 
 __all__ = sorted(_LAZY)

@@ -190,7 +190,10 @@ def test_reference_blob_is_intact() -> None:
     assert float(ref[0] @ ref[1]) == pytest.approx(0.7553, abs=2e-3)  # sentence-transformers' published value
 
 
-async def test_lazy_load_off_the_event_loop() -> None:
+async def test_lazy_load_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memlab.embeddings import _onnx_minilm
+
+    monkeypatch.setattr(_onnx_minilm, "_SHARED", {})  # a real load, not the process-wide copy
     model = MiniLMEmbedder()
     assert not model.loaded and model.dim == 384 and model.name == "all-MiniLM-L6-v2-int8"
     assert (await model.embed([])).shape == (0, 384)
@@ -281,3 +284,10 @@ async def test_model_path_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     monkeypatch.setenv(_onnx_minilm.MODEL_PATH_ENV, str(tmp_path / "elsewhere.onnx"))
     with pytest.raises(EmbeddingError, match="elsewhere.onnx"):
         await MiniLMEmbedder().embed(["hi"])
+
+
+async def test_loaded_model_is_shared_across_instances() -> None:
+    first, second = MiniLMEmbedder(), MiniLMEmbedder()
+    await first.embed(["warm"])
+    await second.embed(["warm"])
+    assert first._loaded is second._loaded

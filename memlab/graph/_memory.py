@@ -1,0 +1,279 @@
+"""``PermanentMemory``: each dataset's graph and vectors, kept on disk, changed by add / cognify / forget.
+
+Layout: ``{root}/{dataset_id}/`` holds the dataset's snapshot (graph + vectors,
+replaced atomically, see :mod:`memlab.graph._snapshot`). Documents and pipeline
+runs live in the relational store (``data``, ``pipeline_runs``).
+
+Writes to one dataset are serialised: an asyncio lock per dataset inside the
+process, an exclusive ``fcntl`` lock on ``{root}/{dataset_id}.lock`` across
+processes. A loaded snapshot is reused while the snapshot's ``CURRENT`` pointer
+is unchanged, and reloaded when another process replaced it.
+
+A cognify run does every fallible step (LLM extraction, embedding) before it
+changes anything; if writing fails, the in-memory state is dropped and the
+previous snapshot stays the truth. Documents are recorded only after their
+graph is saved, so a failed ``remember()`` leaves no document behind, only a
+``pipeline_runs`` row with status ``errored``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memlab.graph import _pipeline
+from memlab.graph._documents import Document
+from memlab.graph._graph import GraphRemoval, KnowledgeGraph
+from memlab.graph._snapshot import delete_snapshot, load_snapshot, save_snapshot
+from memlab.graph._vectors import VectorStore
+from memlab.models import Dataset, ForgetResult, RememberResult
+from memlab.privacy import scrub_error_message
+from memlab.provenance import ForgetEvent
+from memlab.relational import RelationalStore
+
+logger = logging.getLogger("memlab.graph")
+
+ADD_PIPELINE = "add_pipeline"
+COGNIFY_PIPELINE = "cognify_pipeline"
+_DATA_NAMESPACE = uuid.UUID("5b1f0c8e-2f7a-4d55-9a43-3c1e7f0d9a61")
+
+
+def data_id_for(dataset_id: uuid.UUID, content_hash: str) -> uuid.UUID:
+    """The deterministic ``data_id`` of a document's content within a dataset."""
+    return uuid.uuid5(_DATA_NAMESPACE, f"{dataset_id}:{content_hash}")
+
+
+@dataclass
+class _Loaded:
+    token: str | None
+    graph: KnowledgeGraph
+    vectors: VectorStore
+
+
+def _drop_document(loaded: _Loaded, data_id: str) -> GraphRemoval:
+    removal = loaded.graph.remove_data(data_id)
+    loaded.vectors.remove(removal.node_ids | removal.edge_ids)
+    return removal
+
+
+class PermanentMemory:
+    """The graph + vector memory of every dataset under ``root``."""
+
+    def __init__(
+        self,
+        root: Path,
+        store: RelationalStore,
+        *,
+        llm: Any,
+        embedder: Any,
+        chunk_size: int,
+        chunk_overlap: int,
+        extraction_concurrency: int,
+        on_forget: Callable[[ForgetEvent], Awaitable[None]],
+    ) -> None:
+        self.root = Path(root)
+        self._store = store
+        self.llm = llm
+        self.embedder = embedder
+        self.chunk_size = chunk_size
+        self.chunk_overlap = chunk_overlap
+        self.extraction_concurrency = extraction_concurrency
+        self._on_forget = on_forget
+        self._loaded: dict[uuid.UUID, _Loaded] = {}
+        self._locks: dict[uuid.UUID, asyncio.Lock] = {}
+
+    # -- reading ---------------------------------------------------------------------
+    async def graph(self, dataset_id: uuid.UUID) -> KnowledgeGraph:
+        """The dataset's current graph (empty when nothing was cognified). Do not mutate it."""
+        return (await self._current(dataset_id)).graph
+
+    async def vectors(self, dataset_id: uuid.UUID) -> VectorStore:
+        """The dataset's current vector store. Do not mutate it."""
+        return (await self._current(dataset_id)).vectors
+
+    async def search(self, dataset_id: uuid.UUID, collection: str, query_text: str, top_k: int) -> list[tuple[str, float]]:
+        """The ``top_k`` ids of ``collection`` nearest ``query_text`` as ``(id, distance)``, nearest first."""
+        loaded = await self._current(dataset_id)
+        if collection not in loaded.vectors.counts() or not len(loaded.vectors.collection(collection)):
+            return []
+        query = (await self.embedder.embed([query_text]))[0]
+        return loaded.vectors.collection(collection).search(query, top_k)
+
+    # -- writing ---------------------------------------------------------------------
+    async def remember(self, dataset: Dataset, documents: Sequence[Document], *, tags: Sequence[str] = (), progress: bool | None = None) -> RememberResult:
+        """Add the documents new to ``dataset`` and cognify them; known content is not redone."""
+        known = {str(record.content_hash): str(record.id) for record in await self._store.list_data(dataset.id)}
+        data_ids, new_docs = [], {}
+        for document in documents:
+            data_id = known.get(document.content_hash) or str(data_id_for(dataset.id, document.content_hash))
+            data_ids.append(data_id)
+            if document.content_hash not in known:
+                new_docs.setdefault(data_id, document)
+        add_run = await self._store.start_run(dataset.id, ADD_PIPELINE, len(documents))
+        await self._store.finish_run(add_run.id, "completed")
+        run = await self._store.start_run(dataset.id, COGNIFY_PIPELINE, len(new_docs))
+        stats: dict[str, Any] = {"usage": {"llm_calls": 0, "tokens_in": 0, "tokens_out": 0}, "timings_s": {}}
+        try:
+            chunks, node_ids, edge_ids = await self._cognify(dataset, list(new_docs.items()), tags, progress, stats)
+        except BaseException as exc:
+            await self._store.finish_run(run.id, "errored", error_class=type(exc).__name__, error_message=scrub_error_message(str(exc)))
+            raise
+        await self._store.finish_run(run.id, "completed")
+        return RememberResult(
+            status="completed",
+            dataset_id=dataset.id,
+            data_ids=data_ids,
+            new_data_ids=list(new_docs),
+            chunk_count=chunks,
+            node_count=len(node_ids),
+            edge_count=len(edge_ids),
+            pipeline_run_id=run.id,
+            usage=stats["usage"],
+            timings_s=stats["timings_s"],
+        )
+
+    async def _cognify(self, dataset: Dataset, docs: list[tuple[str, Document]], tags: Sequence[str], progress: bool | None, stats: dict):
+        if not docs:
+            return 0, set(), set()
+        clock = time.perf_counter
+        started = clock()
+        extracted, stats["usage"] = await _pipeline.extract(
+            docs,
+            self.llm,
+            chunk_size=self.chunk_size,
+            overlap=self.chunk_overlap,
+            concurrency=self.extraction_concurrency,
+            tags=tags,
+            progress=progress,
+        )
+        delta = _pipeline.build_delta(str(dataset.id), extracted)
+        stats["timings_s"]["extract"] = (embedding := clock()) - started
+        embedded = await _pipeline.embed_delta(delta, self.embedder)
+        stats["timings_s"]["embed"] = (writing := clock()) - embedding
+        rows = [
+            (uuid.UUID(data_id), document.name, document.source, document.extension, document.content_hash, document.size_bytes, document.text)
+            for data_id, document in docs
+        ]
+
+        def change(loaded: _Loaded):
+            return _pipeline.apply_delta(loaded.graph, loaded.vectors, delta, embedded)
+
+        node_ids, edge_ids = await self._write(dataset.id, change)
+        try:
+            await self._store.add_data(dataset.id, rows, tags)
+        except BaseException:  # the graph names documents that were not recorded: take them out again
+            await self._write(dataset.id, lambda loaded: [_drop_document(loaded, data_id) for data_id, _ in docs])
+            raise
+        stats["timings_s"]["write"] = clock() - writing
+        return delta.chunk_count, node_ids, edge_ids
+
+    async def forget_data(self, dataset: Dataset, data_id: Any) -> ForgetResult:
+        """Remove one document: its record, and the graph elements no other document supports."""
+        try:
+            key = uuid.UUID(str(data_id))
+        except ValueError:
+            from memlab.exceptions import ValidationError
+
+            raise ValidationError(f"data_id must be a UUID, got {data_id!r}") from None
+        if await self._store.get_data(dataset.id, key) is None:
+            from memlab.exceptions import ValidationError
+
+            raise ValidationError(f"dataset {dataset.id} has no document {key}")
+
+        removal = await self._write(dataset.id, lambda loaded: _drop_document(loaded, str(key)))
+        await self._store.delete_data(dataset.id, [key])
+        return await self._forgotten(dataset.id, {str(key)}, removal, whole=False)
+
+    async def forget_dataset(self, dataset: Dataset, *, keep_dataset: bool, keep_data: bool) -> ForgetResult:
+        """Remove the dataset's whole graph; its documents unless ``keep_data``; the dataset unless ``keep_dataset``."""
+        records = await self._store.list_data(dataset.id)
+        async with self._exclusive(dataset.id):
+            loaded = await self._load(dataset.id)
+            removal = GraphRemoval(
+                node_ids=frozenset(node["id"] for node in loaded.graph.nodes()),
+                edge_ids=frozenset(edge["id"] for edge in loaded.graph.edges()),
+            )
+            self._loaded.pop(dataset.id, None)
+            await asyncio.to_thread(delete_snapshot, self._dir(dataset.id))
+        data_ids = set() if keep_data else {str(record.id) for record in records}
+        if not keep_dataset:
+            await self._store.delete_dataset(dataset.id)
+        elif data_ids:
+            await self._store.delete_data(dataset.id, [record.id for record in records])
+        result = await self._forgotten(dataset.id, data_ids, removal, whole=True)
+        return result.model_copy(update={"dataset_ids": [] if keep_dataset else [dataset.id]})
+
+    async def _forgotten(self, dataset_id: uuid.UUID, data_ids: set[str], removal: GraphRemoval, *, whole: bool) -> ForgetResult:
+        await self._on_forget(
+            ForgetEvent(dataset_id, frozenset(data_ids), frozenset(removal.node_ids), frozenset(removal.edge_ids), whole)
+        )
+        return ForgetResult(data_ids=sorted(data_ids), node_ids=sorted(removal.node_ids), edge_ids=sorted(removal.edge_ids))
+
+    # -- state -----------------------------------------------------------------------
+    def _dir(self, dataset_id: uuid.UUID) -> Path:
+        return self.root / str(dataset_id)
+
+    def _token(self, dataset_id: uuid.UUID) -> str | None:
+        try:
+            return (self._dir(dataset_id) / "CURRENT").read_text()
+        except FileNotFoundError:
+            return None
+
+    async def _current(self, dataset_id: uuid.UUID) -> _Loaded:
+        loaded = self._loaded.get(dataset_id)
+        if loaded is not None and loaded.token == self._token(dataset_id):
+            return loaded
+        async with self._lock(dataset_id):
+            return await self._load(dataset_id)
+
+    async def _load(self, dataset_id: uuid.UUID) -> _Loaded:
+        token = self._token(dataset_id)
+        loaded = self._loaded.get(dataset_id)
+        if loaded is not None and loaded.token == token:
+            return loaded
+        snapshot = await asyncio.to_thread(load_snapshot, self._dir(dataset_id)) if token is not None else None
+        if snapshot is None:
+            loaded = _Loaded(None, KnowledgeGraph(), VectorStore(self.embedder.dim, space=self.embedder.name))
+        else:
+            graph, vectors, _meta = snapshot
+            loaded = _Loaded(token, graph, vectors)
+        self._loaded[dataset_id] = loaded
+        return loaded
+
+    def _lock(self, dataset_id: uuid.UUID) -> asyncio.Lock:
+        return self._locks.setdefault(dataset_id, asyncio.Lock())
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self, dataset_id: uuid.UUID):
+        """This process's lock, then the cross-process file lock, on one dataset."""
+        async with self._lock(dataset_id):
+            self.root.mkdir(parents=True, exist_ok=True)
+            handle = open(self.root / f"{dataset_id}.lock", "a+b")
+            try:
+                await asyncio.to_thread(fcntl.flock, handle.fileno(), fcntl.LOCK_EX)
+                yield
+            finally:
+                handle.close()  # releases the flock
+
+    async def _write(self, dataset_id: uuid.UUID, change: Callable[[_Loaded], Any]) -> Any:
+        """Apply ``change`` to the freshest state and save it; on failure the old snapshot stays."""
+        async with self._exclusive(dataset_id):
+            loaded = await self._load(dataset_id)
+            try:
+                result = change(loaded)
+                await asyncio.to_thread(
+                    save_snapshot, self._dir(dataset_id), loaded.graph, loaded.vectors, {"embedder": self.embedder.name}
+                )
+            except BaseException:
+                self._loaded.pop(dataset_id, None)  # half-applied: reload from disk next time
+                raise
+            loaded.token = self._token(dataset_id)
+            return result
