@@ -49,3 +49,49 @@ class Frames:
         user_id, session = await stack.session._scope(session_id, user)
         rows = await stack.session_manager.get_context_entries(user_id, session_id=session)
         return to_frame(rows, columns=["id", "kind"])
+
+    async def nearest(
+        self,
+        query_text: str,
+        *,
+        dataset: Any = "main_dataset",
+        collections: Iterable[str] = ("chunks", "triplets"),
+        top_k: int = 5,
+        user: Any = None,
+    ) -> "pandas.DataFrame":
+        """The ``top_k`` elements of each vector collection nearest ``query_text``.
+
+        Columns: ``collection``, ``rank``, ``id``, ``distance`` (1 - cosine, lower is
+        nearer), ``text``, ``data_ids`` (the documents supporting the element).
+        The user needs read permission on ``dataset``.
+        """
+        stack = self._stack
+        target = await stack.datasets.resolve(dataset, user, "read")
+        graph = await stack.memory.graph(target.id)
+        rows = []
+        for collection in collections:
+            hits = await stack.memory.search(target.id, collection, query_text, top_k)
+            for rank, (element_id, distance) in enumerate(hits, start=1):
+                element = graph.node(element_id) or graph.edge(element_id) or {}
+                rows.append(
+                    {
+                        "collection": collection,
+                        "rank": rank,
+                        "id": element_id,
+                        "distance": distance,
+                        "text": element.get("text", ""),
+                        "data_ids": sorted(graph.supporters(element_id)),
+                    }
+                )
+        return to_frame(rows, columns=["collection", "rank", "id", "distance", "text", "data_ids"])
+
+    async def graph_nodes(self, *, dataset: Any = "main_dataset", type: str | None = None, user: Any = None) -> "pandas.DataFrame":
+        """One row per graph node of the dataset (``type``: document, chunk, summary, entity), with its supporters."""
+        stack = self._stack
+        target = await stack.datasets.resolve(dataset, user, "read")
+        graph = await stack.memory.graph(target.id)
+        rows = [
+            {"id": node["id"], "type": node["type"], "name": node["name"], "data_ids": sorted(graph.supporters(node["id"]))}
+            for node in graph.nodes(type=type)
+        ]
+        return to_frame(rows, columns=["id", "type", "name", "data_ids"])

