@@ -229,3 +229,19 @@ async def test_remember_in_session_self_improves_in_background(tmp_path):
 async def test_unknown_dataset_id_is_a_validation_error(stack):
     with pytest.raises(ValidationError, match="does not exist"):
         await stack.remember(ALICE, dataset=uuid.uuid4())
+
+
+async def test_frames_nearest_and_graph_nodes(stack):
+    result = await stack.remember([ALICE, BOB])
+    frame = await stack.frames.nearest("Who discovered Polonium?", top_k=2)
+    assert list(frame.columns) == ["collection", "rank", "id", "distance", "text", "data_ids"]
+    chunks = frame[frame["collection"] == "chunks"]
+    assert list(chunks["rank"]) == [1, 2] and chunks.iloc[0]["text"] == ALICE
+    assert chunks.iloc[0]["data_ids"] == [result.data_ids[0]]
+    assert chunks["distance"].is_monotonic_increasing
+    assert set(frame["collection"]) == {"chunks", "triplets"}
+    nodes = await stack.frames.graph_nodes(type="entity")
+    assert {"Polonium", "Marie Curie"} <= set(nodes["name"])
+    outsider = await stack.users.create("outsider")
+    with pytest.raises(PermissionDeniedError):
+        await stack.frames.nearest("Polonium", dataset=result.dataset_id, user=outsider)
