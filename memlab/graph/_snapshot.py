@@ -73,7 +73,7 @@ def save_snapshot(directory: str | os.PathLike[str], graph: KnowledgeGraph, vect
     record = {
         "format": SNAPSHOT_FORMAT,
         "meta": meta_copy,
-        "vectors": {"dim": vectors.dim, "space": vectors.space, "ivf_threshold": vectors.ivf_threshold, "collections": vectors.names()},
+        "vectors": {"dim": vectors.dim, "space": vectors.space, "collections": vectors.names()},
         "files": {name: {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)} for name, data in files.items()},
     }
     files[_META_FILE] = _json_bytes(record)
@@ -123,7 +123,7 @@ def load_snapshot(directory: str | os.PathLike[str], *, space: str | None = None
             raise ValueError(f"format {record.get('format')!r} is not {SNAPSHOT_FORMAT}")
         setup, checksums, meta = record["vectors"], record["files"], record["meta"]
         stored_space, names = setup["space"], list(setup["collections"])
-        store = VectorStore(setup["dim"], stored_space, ivf_threshold=setup["ivf_threshold"])
+        store = VectorStore(setup["dim"], stored_space)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise BackendError(f"graph snapshot metadata {target / _META_FILE} is malformed: {exc}") from exc
     if space is not None and stored_space != space:

@@ -1,9 +1,12 @@
 """Benchmark of :class:`~memlab.graph.VectorIndex` single-query latency and recall on clustered unit vectors.
 
 ``vector_search_latency()`` builds a collection of ``n`` clustered unit vectors
-(added in batches, as ingestion would, so IVF training and retraining happen
-on the way), then times ``queries`` single top-k searches of fresh vectors
-drawn from the same clusters, and measures recall@k against exact search.
+(added in batches, as ingestion would), then times ``queries`` single top-k
+searches of fresh vectors drawn from the same clusters, and measures recall@k
+against exact float32 search. Synthetic and embedder-free, so any ``dim``
+works; the benchmark on real (hashing-embedded corpus) vectors, with the raw
+faiss ceiling beside it, is ``memlab bench ingest``
+(:func:`memlab.bench.ingest.vector_rows`).
 """
 
 from __future__ import annotations
@@ -16,11 +19,9 @@ import faiss
 import numpy as np
 
 from memlab.exceptions import ValidationError
-from memlab.graph._vectors import DEFAULT_IVF_THRESHOLD, VectorIndex
+from memlab.graph._vectors import VectorIndex
 
 __all__ = ["clustered_unit_vectors", "vector_search_latency"]
-
-_MODES = {"auto", "exact", "ivf"}
 
 
 def clustered_unit_vectors(n: int, dim: int, *, clusters: int, spread: float = 1.0, seed: int = 0) -> np.ndarray:
@@ -41,34 +42,28 @@ def vector_search_latency(
     queries: int = 200,
     seed: int = 0,
     *,
-    mode: str = "auto",
     batch: int = 10_000,
     spread: float = 1.0,
 ) -> dict[str, Any]:
     """Single-query latency and recall of a ``VectorIndex`` of ``n`` clustered vectors.
 
-    ``mode``: ``"auto"`` (the default threshold decides), ``"exact"`` or
-    ``"ivf"`` (forced by the threshold). ``spread`` is the cluster noise
-    (see :func:`clustered_unit_vectors`; 2.0 makes neighbours much harder to
-    separate than 1.0). Returns ``n, dim, top_k, queries,
-    mode, nlist, nprobe, build_s`` (all adds, including IVF training),
-    ``p50_ms, p95_ms`` (one query at a time) and ``recall_at_k`` (mean over
-    the queries, against exact search).
+    ``spread`` is the cluster noise (see :func:`clustered_unit_vectors`; 2.0
+    makes neighbours much harder to separate than 1.0). Returns ``n, dim,
+    top_k, queries, mode, build_s`` (all adds, in batches of ``batch``),
+    ``p50_ms, p95_ms`` (one query at a time), ``recall_at_k`` (mean over the
+    queries, against exact float32 search) and ``spread``.
     """
     for name, value in {"n": n, "dim": dim, "top_k": top_k, "queries": queries, "batch": batch}.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValidationError(f"{name} must be a positive int, got {value!r}")
     if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not spread > 0:
         raise ValidationError(f"spread must be a positive number, got {spread!r}")
-    if mode not in _MODES:
-        raise ValidationError(f"mode must be one of {sorted(_MODES)}, got {mode!r}")
-    threshold = {"auto": DEFAULT_IVF_THRESHOLD, "exact": n + 1, "ivf": n}[mode]
     clusters = max(2, round(math.sqrt(n)))
     data = clustered_unit_vectors(n + queries, dim, clusters=clusters, spread=spread, seed=seed)
     vectors, probes = data[:n], data[n:]
     ids = [f"v{i}" for i in range(n)]
 
-    index = VectorIndex(dim, space=f"bench-{dim}", ivf_threshold=threshold)
+    index = VectorIndex(dim, space=f"bench-{dim}")
     start = time.perf_counter()
     for offset in range(0, n, batch):
         index.add(ids[offset : offset + batch], vectors[offset : offset + batch])
@@ -91,8 +86,6 @@ def vector_search_latency(
         "top_k": top_k,
         "queries": queries,
         "mode": index.mode,
-        "nlist": index.nlist,
-        "nprobe": index.nprobe,
         "build_s": round(build_s, 3),
         "p50_ms": round(float(np.percentile(timings, 50)) * 1000, 3),
         "p95_ms": round(float(np.percentile(timings, 95)) * 1000, 3),

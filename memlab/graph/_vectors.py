@@ -2,40 +2,53 @@
 
 Scores are **distances, lower is better**: ``1 - cosine`` (vectors are unit
 rows, so faiss inner product is the cosine), clamped to ``[0, 2]``; an
-identical vector scores ~0.
+identical vector scores ~0 (within ~5e-4, see below).
 
-Two modes, switched automatically by collection size:
+One index type at every size: ``IndexIDMap2`` over an fp16
+``IndexScalarQuantizer`` with inner product, i.e. brute force over every
+stored vector held as half-precision codes. No training, no tuning knob, and
+half the memory of float32. Each fp16 component keeps ~3 significant digits,
+so a score is off by at most ~5e-4 and top-k can differ from exact search only
+between near-ties: on 100,000 hashing-embedded corpus chunks, recall@15 vs
+exact float32 search is 0.997, and every miss scored within 2e-4 of the k-th
+exact neighbour. It scans half the bytes of ``IndexFlatIP``, so it is also
+faster at every size measured (1,000 to 100,000 vectors, dim 256 and 384), which
+is why there is no float32 mode below some size. IVF was dropped: on the same
+vectors (no cluster structure) it found 0.36 of the true top-15 at nprobe 8
+and 0.91 at nprobe 128.
 
-* **exact** (below ``ivf_threshold``, default 20,000): ``IndexIDMap2`` over
-  ``IndexFlatIP``. Recall 1. A single top-15 query at 100,000 x 256 takes
-  ~4.5 ms on one core (2-core box), and twice that if OpenMP spreads it over
-  both cores, so single queries run on one thread in the calling thread.
-* **IVF** (from ``ivf_threshold`` on): ``IndexIVFFlat`` with inner product,
-  ``nlist = NLIST_FACTOR * sqrt(n)`` (at most ``n / 39``, faiss's training
-  minimum), trained on the collection itself and retrained when it has grown
-  ``RETRAIN_GROWTH`` x since the last training; back to exact when removals
-  take it below half the threshold. **Recall trade-off:** IVF scans only the
-  ``nprobe`` clusters nearest the query, so it can miss true neighbours.
-  ``nprobe`` is tuned at each training: the smallest power of two whose
-  leave-one-out recall@15 against exact search, measured on up to 128
-  vectors sampled from the collection, reaches ``target_recall`` (0.95). That
-  holds for queries distributed like the stored vectors; queries far from all
-  of them (or data without cluster structure, where tuning ends near
-  ``nprobe = nlist``, i.e. exact cost) may see lower recall; the tuned value
-  is doubled (``NPROBE_SAFETY``) for that headroom. Build cost: one k-means
-  per training on at most 64 vectors per cluster; 100,000 vectors added in
-  batches of 10,000 (trainings at 20k and 80k) took 3.8 s at dim 256 and
-  6 s at 384, then ~0.1 ms per query (``memlab.graph._vector_bench``).
+Measured with ``memlab.bench.ingest.vector_rows`` (``memlab bench ingest``) on
+the 2-core box: 100,000 hashing-embedded corpus chunks, top-15, 200 question
+vectors one at a time; recall@15 against exact float32 search. The raw flat
+rows are a plain ``IndexFlatIP`` over the same vectors and queries: on faiss's
+default of both cores as ``vector_rows`` prints it, and on one OpenMP thread
+(timed the same way by hand). Other jobs shared the box, so p95 is noisy:
+
+===  =====================================  ======  ======  =========
+dim  index                                  p50 ms  p95 ms  recall@15
+===  =====================================  ======  ======  =========
+256  memlab (fp16)                            2.59    4.51      0.997
+256  raw faiss IndexFlatIP, 1 thread          4.57    8.59      1.0
+256  raw faiss IndexFlatIP, 2 threads        17.78   33.82      1.0
+384  memlab (fp16)                            3.71    5.76      0.997
+384  raw faiss IndexFlatIP, 1 thread          7.65   16.01      1.0
+384  raw faiss IndexFlatIP, 2 threads        39.97   44.03      1.0
+===  =====================================  ======  ======  =========
+
+Building the 100,000-vector collection in batches of 10,000 took 0.3 s.
+
+A single query runs on one OpenMP thread in the calling thread (two threads
+made one query several times slower, see above); a batch of
+``_BATCH_QUERIES`` (20) or more queries uses every core.
 
 Ids map to int64 labels through the index's own tables, so ``remove`` and
-replace-on-``add`` work in both modes. Not safe for concurrent writes;
+replace-on-``add`` delete the old codes. Not safe for concurrent writes;
 concurrent searches are fine. Pure and synchronous: callers run it off the
 event loop.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -47,35 +60,15 @@ import numpy as np
 
 from memlab.exceptions import ConfigError, ValidationError
 
-__all__ = [
-    "DEFAULT_IVF_THRESHOLD",
-    "NLIST_FACTOR",
-    "RETRAIN_GROWTH",
-    "STANDARD_COLLECTIONS",
-    "VectorIndex",
-    "VectorStore",
-]
+__all__ = ["STANDARD_COLLECTIONS", "VectorIndex", "VectorStore"]
 
-#: collections switch from exact to IVF search at this many vectors
-DEFAULT_IVF_THRESHOLD = 20_000
-#: ``nlist = NLIST_FACTOR * sqrt(n)`` at each training
-NLIST_FACTOR = 2.0
-#: nprobe is the tuned value times this (headroom for queries less like the data than the tuning sample)
-NPROBE_SAFETY = 2
-#: k-means trains on at most this many vectors per cluster (bounds the training cost)
-TRAIN_POINTS_PER_CENTROID = 64
-#: retrain the IVF index once the collection has grown this many times since the last training
-RETRAIN_GROWTH = 4
-#: default recall@15 the IVF ``nprobe`` is tuned to
-DEFAULT_TARGET_RECALL = 0.95
 #: the collections the pipeline uses (any name matching ``[a-z][a-z0-9_]*`` works)
 STANDARD_COLLECTIONS = ("chunks", "entities", "triplets", "summaries")
-#: version of the :meth:`VectorIndex.to_state` layout
-VECTOR_FORMAT = 1
+#: version of the :meth:`VectorIndex.to_state` layout (1: the exact/IVF index of earlier, unreleased code)
+VECTOR_FORMAT = 2
+#: what :attr:`VectorIndex.mode` reports: every vector stored as fp16 codes, searched by brute force
+MODE = "fp16"
 
-_TUNE_QUERIES = 128
-_TUNE_K = 15
-_MIN_POINTS_PER_CENTROID = 39  # below this faiss warns that k-means is under-trained
 _BATCH_QUERIES = 20  # from this many queries on, a search uses every core
 _UNIT_TOLERANCE = 1e-3
 _COLLECTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -96,25 +89,13 @@ def _omp_threads(count: int) -> Iterator[None]:
 class VectorIndex:
     """One collection: string ids -> unit vectors of ``dim`` made in vector space ``space`` (an embedder's ``name``)."""
 
-    def __init__(
-        self,
-        dim: int,
-        *,
-        space: str,
-        ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
-        target_recall: float = DEFAULT_TARGET_RECALL,
-    ) -> None:
+    def __init__(self, dim: int, *, space: str) -> None:
         self._dim = _positive_int("dim", dim)
         self._space = _check_space(space)
-        self._ivf_threshold = _positive_int("ivf_threshold", ivf_threshold)
-        if isinstance(target_recall, bool) or not isinstance(target_recall, (int, float)) or not 0 < target_recall <= 1:
-            raise ValidationError(f"target_recall must be in (0, 1], got {target_recall!r}")
-        self._target_recall = float(target_recall)
         self._label_of: dict[str, int] = {}
         self._id_of: dict[int, str] = {}
         self._next_label = 0
-        self._trained_on = 0  # collection size at the last IVF training; 0 in exact mode
-        self._index: Any = self._flat_index()
+        self._index: Any = self._new_index()
 
     # --- properties ---------------------------------------------------------------
 
@@ -127,24 +108,9 @@ class VectorIndex:
         return self._space
 
     @property
-    def ivf_threshold(self) -> int:
-        """Size from which this collection searches with IVF."""
-        return self._ivf_threshold
-
-    @property
     def mode(self) -> str:
-        """``"exact"`` or ``"ivf"``."""
-        return "ivf" if self._trained_on else "exact"
-
-    @property
-    def nprobe(self) -> int | None:
-        """Clusters scanned per IVF query (None in exact mode)."""
-        return int(self._index.nprobe) if self._trained_on else None
-
-    @property
-    def nlist(self) -> int | None:
-        """Number of IVF clusters (None in exact mode)."""
-        return int(self._index.nlist) if self._trained_on else None
+        """How vectors are stored and searched: ``"fp16"`` (see the module docstring)."""
+        return MODE
 
     def __len__(self) -> int:
         return len(self._label_of)
@@ -190,7 +156,6 @@ class VectorIndex:
                 self._id_of[label] = key
             labels[position] = label
         self._index.add_with_ids(array, labels)
-        self._rebalance()
 
     def remove(self, ids: Iterable[str]) -> int:
         """Delete the vectors of ``ids`` (any iterable of str, e.g. a set; unknown ids are ignored); return how many were deleted."""
@@ -201,15 +166,13 @@ class VectorIndex:
         for label in labels:
             del self._id_of[label]
         self._index.remove_ids(np.asarray(labels, dtype=np.int64))
-        self._rebalance()
         return len(labels)
 
     def clear(self) -> None:
-        """Delete every vector (back to exact mode)."""
+        """Delete every vector."""
         self._label_of.clear()
         self._id_of.clear()
-        self._trained_on = 0
-        self._index = self._flat_index()
+        self._index = self._new_index()
 
     # --- search -------------------------------------------------------------------
 
@@ -237,19 +200,18 @@ class VectorIndex:
     # --- persistence --------------------------------------------------------------
 
     def to_state(self) -> tuple[np.ndarray, dict[str, Any]]:
-        """``(faiss bytes as a uint8 array, JSON-safe dict)``: everything :meth:`from_state` needs."""
-        labels = list(self._label_of.values())
+        """``(faiss bytes as a uint8 array, JSON-safe dict)``: everything :meth:`from_state` needs.
+
+        The dict's ``mode`` is for a human reading the snapshot; ``format`` alone decides what :meth:`from_state` accepts.
+        """
         state = {
             "format": VECTOR_FORMAT,
+            "mode": MODE,
             "dim": self._dim,
             "space": self._space,
-            "ivf_threshold": self._ivf_threshold,
-            "target_recall": self._target_recall,
-            "trained_on": self._trained_on,
-            "nprobe": self.nprobe,
             "next_label": self._next_label,
             "ids": list(self._label_of),
-            "labels": labels,
+            "labels": list(self._label_of.values()),
         }
         return faiss.serialize_index(self._index), state
 
@@ -257,101 +219,62 @@ class VectorIndex:
     def from_state(cls, blob: np.ndarray | bytes, state: Mapping[str, Any], *, space: str | None = None) -> VectorIndex:
         """The index :meth:`to_state` described.
 
-        ``space``, when given, must equal the stored space (else
-        :class:`~memlab.ConfigError`: vectors of another embedder must not be
-        mixed in). A malformed state or faiss blob raises :class:`~memlab.ValidationError`.
+        ``space``, when given, must equal the stored space, and the state must
+        be of this version's format (else :class:`~memlab.ConfigError`: vectors
+        of another embedder must not be mixed in; an older index must be
+        re-ingested). A malformed state or faiss blob raises
+        :class:`~memlab.ValidationError`.
         """
-        if not isinstance(state, Mapping) or state.get("format") != VECTOR_FORMAT:
-            raise ValidationError(f"not a memlab vector index state of format {VECTOR_FORMAT}")
+        if not isinstance(state, Mapping) or not isinstance(state.get("format"), int):
+            raise ValidationError("not a memlab vector index state (no integer 'format')")
+        if state["format"] != VECTOR_FORMAT:
+            raise ConfigError(
+                f"vector index state has format {state['format']}, this memlab reads format {VECTOR_FORMAT} only: "
+                "re-ingest the data (forget the dataset and remember it again)"
+            )
         if space is not None and state.get("space") != space:
             raise ConfigError(f"vector index was built in space {state.get('space')!r}, not {space!r}: re-ingest the data with this embedder")
         try:
-            index = cls(state["dim"], space=state["space"], ivf_threshold=state["ivf_threshold"], target_recall=state["target_recall"])
-            ids, labels = list(state["ids"]), [int(label) for label in state["labels"]]
-            trained_on, next_label, nprobe = int(state["trained_on"]), int(state["next_label"]), state["nprobe"]
+            index = cls(state["dim"], space=state["space"])
+            ids, labels, next_label = list(state["ids"]), [int(label) for label in state["labels"]], int(state["next_label"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ValidationError(f"malformed vector index state: {type(exc).__name__}: {exc}") from exc
         try:
             faiss_index = faiss.deserialize_index(np.frombuffer(blob, dtype=np.uint8))
         except RuntimeError as exc:
             raise ValidationError(f"unreadable faiss index: {str(exc).splitlines()[0]}") from exc
-        expected = faiss.IndexIVFFlat if trained_on else faiss.IndexIDMap2
-        if not isinstance(faiss_index, expected) or faiss_index.d != index.dim or faiss_index.ntotal != len(ids):
+        inner = faiss.downcast_index(faiss_index.index) if isinstance(faiss_index, faiss.IndexIDMap2) else None
+        if (
+            not isinstance(inner, faiss.IndexScalarQuantizer)
+            or inner.sq.qtype != faiss.ScalarQuantizer.QT_fp16
+            or inner.metric_type != faiss.METRIC_INNER_PRODUCT
+            or faiss_index.d != index.dim
+            or faiss_index.ntotal != len(ids)
+        ):
             raise ValidationError(
-                f"faiss index ({type(faiss_index).__name__}, d={faiss_index.d}, ntotal={faiss_index.ntotal}) does not match its state "
-                f"({expected.__name__}, d={index.dim}, {len(ids)} ids)"
+                f"faiss index ({type(faiss_index).__name__} over {type(inner).__name__}, d={faiss_index.d}, ntotal={faiss_index.ntotal}) "
+                f"does not match its state (IndexIDMap2 over fp16 inner-product IndexScalarQuantizer, d={index.dim}, {len(ids)} ids)"
             )
-        if len(labels) != len(ids) or len(set(ids)) != len(ids) or len(set(labels)) != len(labels) or any(label >= next_label for label in labels):
+        if len(labels) != len(ids) or len(set(ids)) != len(ids) or len(set(labels)) != len(labels) or any(not 0 <= label < next_label for label in labels):
             raise ValidationError("vector index state has inconsistent ids and labels")
-        if trained_on:
-            faiss_index.nprobe = int(nprobe)
         index._index = faiss_index
         index._label_of = dict(zip(ids, labels))
         index._id_of = dict(zip(labels, ids))
         index._next_label = next_label
-        index._trained_on = trained_on
         return index
 
     # --- internals ----------------------------------------------------------------
 
-    def _flat_index(self) -> Any:
-        return faiss.IndexIDMap2(faiss.IndexFlatIP(self._dim))
-
-    def _rebalance(self) -> None:
-        """Switch mode or retrain when the size calls for it (see the module docstring)."""
-        size = len(self)
-        if self._trained_on and size < self._ivf_threshold // 2:
-            self._rebuild(ivf=False)
-        elif (not self._trained_on and size >= self._ivf_threshold) or (self._trained_on and size >= RETRAIN_GROWTH * self._trained_on):
-            self._rebuild(ivf=True)
-
-    def _rebuild(self, *, ivf: bool) -> None:
-        labels = np.fromiter(self._label_of.values(), dtype=np.int64, count=len(self._label_of))
-        vectors = self._index.reconstruct_batch(labels)
-        if not ivf:
-            index = self._flat_index()
-            index.add_with_ids(vectors, labels)
-            self._index, self._trained_on = index, 0
-            return
-        size = len(labels)
-        nlist = max(1, min(int(NLIST_FACTOR * math.sqrt(size)), size // _MIN_POINTS_PER_CENTROID))
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self._dim), self._dim, nlist, faiss.METRIC_INNER_PRODUCT)
-        index.cp.max_points_per_centroid = TRAIN_POINTS_PER_CENTROID
-        with _omp_threads(_CORES):
-            index.train(vectors)
-            index.set_direct_map_type(faiss.DirectMap.Hashtable)  # reconstruct + remove by label
-            index.add_with_ids(vectors, labels)
-            index.nprobe = min(index.nlist, NPROBE_SAFETY * self._tune_nprobe(index, vectors, labels))
-        self._index, self._trained_on = index, size
-
-    def _tune_nprobe(self, index: Any, vectors: np.ndarray, labels: np.ndarray) -> int:
-        """Smallest power-of-two nprobe whose leave-one-out recall@15 vs exact reaches the target."""
-        rng = np.random.default_rng(len(labels))
-        sample = rng.choice(len(labels), size=min(_TUNE_QUERIES, len(labels)), replace=False)
-        queries, own = vectors[sample], labels[sample]
-        k = min(_TUNE_K, len(labels) - 1)
-        if k < 1:
-            return index.nlist
-        _, exact_rows = faiss.knn(queries, vectors, k + 1, metric=faiss.METRIC_INNER_PRODUCT)
-        exact = [set(labels[row[row >= 0]].tolist()) - {label} for row, label in zip(exact_rows, own)]
-        nprobe = 1
-        while nprobe < index.nlist:
-            index.nprobe = nprobe
-            _, found_rows = index.search(queries, k + 1)
-            hits = sum(len(truth & (set(row.tolist()) - {label})) for row, label, truth in zip(found_rows, own, exact))
-            if hits >= self._target_recall * sum(min(k, len(truth)) for truth in exact):
-                return nprobe
-            nprobe *= 2
-        return index.nlist
+    def _new_index(self) -> Any:
+        return faiss.IndexIDMap2(faiss.IndexScalarQuantizer(self._dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT))
 
 
 class VectorStore:
     """Named :class:`VectorIndex` collections sharing one ``dim`` and ``space``, created on first use."""
 
-    def __init__(self, dim: int, space: str, *, ivf_threshold: int = DEFAULT_IVF_THRESHOLD) -> None:
+    def __init__(self, dim: int, space: str) -> None:
         self._dim = _positive_int("dim", dim)
         self._space = _check_space(space)
-        self._ivf_threshold = _positive_int("ivf_threshold", ivf_threshold)
         self._collections: dict[str, VectorIndex] = {}
 
     @property
@@ -362,18 +285,13 @@ class VectorStore:
     def space(self) -> str:
         return self._space
 
-    @property
-    def ivf_threshold(self) -> int:
-        """Size from which each collection searches with IVF."""
-        return self._ivf_threshold
-
     def collection(self, name: str) -> VectorIndex:
         """The collection ``name`` (``[a-z][a-z0-9_]*``, e.g. ``"chunks"``), created empty on first use."""
         if not isinstance(name, str) or not _COLLECTION_NAME.fullmatch(name):
             raise ValidationError(f"collection name must match [a-z][a-z0-9_]* (at most 64 chars), got {name!r}")
         index = self._collections.get(name)
         if index is None:
-            index = VectorIndex(self._dim, space=self._space, ivf_threshold=self._ivf_threshold)
+            index = VectorIndex(self._dim, space=self._space)
             self._collections[name] = index
         return index
 

@@ -28,9 +28,9 @@ def _graph(tag: str = "a") -> KnowledgeGraph:
 
 def _store(n: int = 600, seed: int = 0) -> tuple[VectorStore, np.ndarray]:
     vectors = clustered_unit_vectors(n, DIM, clusters=8, seed=seed)
-    store = VectorStore(DIM, SPACE, ivf_threshold=400)
-    store.collection("chunks").add([f"c{i}" for i in range(n)], vectors)  # IVF
-    store.collection("entities").add(["alice", "paris"], vectors[:2])  # exact
+    store = VectorStore(DIM, SPACE)
+    store.collection("chunks").add([f"c{i}" for i in range(n)], vectors)
+    store.collection("entities").add(["alice", "paris"], vectors[:2])
     return store, vectors
 
 
@@ -51,8 +51,8 @@ def test_round_trip_gives_identical_graph_search_results_and_meta(tmp_path) -> N
     assert loaded is not None
     graph2, store2, meta2 = loaded
     assert graph2.to_dict() == graph.to_dict() and meta2 == meta
-    assert store2.counts() == store.counts() and store2.space == SPACE and store2.ivf_threshold == 400
-    assert store2.collection("chunks").mode == "ivf" and store2.collection("entities").mode == "exact"
+    assert store2.counts() == store.counts() and store2.space == SPACE and store2.dim == DIM
+    assert store2.collection("chunks").mode == "fp16" and store2.collection("entities").ids() == ["alice", "paris"]
     for name in ("chunks", "entities"):
         assert store2.collection(name).search_many(vectors[:25], 15) == store.collection(name).search_many(vectors[:25], 15)
     assert (tmp_path / "CURRENT").read_text() == "v000001\n"
@@ -203,3 +203,18 @@ def test_delete_snapshot(tmp_path) -> None:
     assert delete_snapshot(directory) is True
     assert not directory.exists() and load_snapshot(directory) is None
     assert delete_snapshot(directory) is False
+
+
+def test_a_collection_of_an_older_vector_format_is_refused_with_the_fix(tmp_path) -> None:
+    store, _ = _store(n=10)
+    save_snapshot(tmp_path, _graph(), store, {})
+    ids_path = tmp_path / "v000001" / "chunks.ids.json"
+    state = json.loads(ids_path.read_text())
+    ids_path.write_text(json.dumps(state | {"format": 1}))  # the exact/IVF layout of earlier, unreleased code
+    meta_path = tmp_path / "v000001" / "meta.json"
+    record = json.loads(meta_path.read_text())
+    record["files"]["chunks.ids.json"] = {"sha256": hashlib.sha256(ids_path.read_bytes()).hexdigest(), "bytes": ids_path.stat().st_size}
+    meta_path.write_text(json.dumps(record))
+    with pytest.raises(BackendError, match=r"'chunks'.*format 1.*re-ingest") as info:
+        load_snapshot(tmp_path)
+    assert str(ids_path) in str(info.value)

@@ -1,4 +1,4 @@
-"""VectorIndex / VectorStore: distances, replace and remove in both modes, IVF recall, errors, state round trip."""
+"""VectorIndex / VectorStore: distances, agreement with exact search, replace and remove, errors, state round trip."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from memlab import ConfigError, ValidationError
+from memlab.bench.ingest import chunk_vectors
 from memlab.graph import VectorIndex, VectorStore, vector_search_latency
-from memlab.graph._vector_bench import clustered_unit_vectors
-from memlab.graph._vectors import RETRAIN_GROWTH
+from memlab.graph._vectors import VECTOR_FORMAT
 
 DIM = 32
 SPACE = "memlab/hashing-32"
+FP16 = 1e-3  # fp16 codes: a distance is within ~5e-4 of the float32 one
 
 
 def _unit(rows: int, seed: int = 0, dim: int = DIM) -> np.ndarray:
@@ -27,22 +28,65 @@ def _ids(count: int, prefix: str = "v") -> list[str]:
 
 
 def _recall(index: VectorIndex, data: np.ndarray, ids: list[str], queries: np.ndarray, k: int = 15) -> float:
+    """memlab's top-k overlap with exact float32 search over ``data`` (whose rows are ``ids``)."""
     _, exact = faiss.knn(queries, data, k, metric=faiss.METRIC_INNER_PRODUCT)
     found = index.search_many(queries, k)
     return float(np.mean([len({ids[i] for i in truth} & {key for key, _ in got}) / k for truth, got in zip(exact, found)]))
 
 
-def test_identical_vector_is_at_distance_zero_and_results_are_nearest_first() -> None:
+@pytest.fixture(scope="module")
+def corpus() -> tuple[np.ndarray, np.ndarray]:
+    """5,000 hashing-embedded corpus chunks and 100 question vectors, as ``memlab bench ingest`` makes them."""
+    return chunk_vectors(5000, 256, queries=100, seed=0)
+
+
+def test_scores_are_one_minus_cosine_nearest_first() -> None:
     vectors = _unit(50)
     index = VectorIndex(DIM, space=SPACE)
     index.add(_ids(50), vectors)
-    results = index.search(vectors[7], top_k=5)
-    assert results[0][0] == "v7" and results[0][1] == pytest.approx(0.0, abs=1e-5)
+    assert index.mode == "fp16"
+    results = index.search(vectors[7], top_k=50)
+    assert results[0] == ("v7", pytest.approx(0.0, abs=FP16))
     distances = [distance for _, distance in results]
-    assert distances == sorted(distances) and all(0.0 <= d <= 2.0 for d in distances)
-    assert index.search(-vectors[7], top_k=50)[-1] == ("v7", pytest.approx(2.0, abs=1e-5))
+    assert distances == sorted(distances) and all(0.0 <= d <= 2.0 for d in distances)  # clamped: never a tiny negative
+    cosine = vectors @ vectors[7]
+    assert all(distance == pytest.approx(1.0 - cosine[int(key[1:])], abs=FP16) for key, distance in results)
+    assert index.search(-vectors[7], top_k=50)[-1] == ("v7", pytest.approx(2.0, abs=FP16))
     assert len(index) == 50 and "v7" in index and "nope" not in index and index.ids() == _ids(50)
-    assert index.mode == "exact" and index.nprobe is None
+
+
+def test_top_15_agrees_with_exact_search_on_corpus_vectors(corpus) -> None:
+    vectors, questions = corpus
+    ids = _ids(len(vectors), "c")
+    index = VectorIndex(vectors.shape[1], space="memlab/hashing-256")
+    for offset in range(0, len(ids), 1000):  # in batches, as ingestion adds them
+        index.add(ids[offset : offset + 1000], vectors[offset : offset + 1000])
+    assert _recall(index, vectors, ids, questions) >= 0.99
+    assert _recall(index, vectors, ids, vectors[:100]) >= 0.99  # stored chunks as queries too
+    assert [key for key, _ in index.search(vectors[42], 1)] == ["c42"]
+
+
+def test_remove_and_replace_on_corpus_vectors(corpus) -> None:
+    vectors, questions = corpus
+    ids = _ids(len(vectors), "c")
+    index = VectorIndex(vectors.shape[1], space="memlab/hashing-256")
+    index.add(ids, vectors)
+    gone = ids[:500]
+    assert index.remove(set(gone)) == 500 and len(index) == len(ids) - 500
+    assert not {key for row in index.search_many(vectors[:500], 15) for key, _ in row} & set(gone)
+    assert _recall(index, vectors[500:], ids[500:], questions) >= 0.99
+
+    index.add(["c600"], questions[:1])  # replace: the old vector of c600 is gone, the new one is found
+    assert index.search(questions[0], 1) == [("c600", pytest.approx(0.0, abs=FP16))]
+    assert "c600" not in {key for key, distance in index.search(vectors[600], 15) if distance < FP16}
+    assert len(index) == len(ids) - 500 and index.ids()[100] == "c600"  # first-insertion order kept
+
+    index.add(gone[:3], vectors[:3])  # removed ids come back under fresh labels
+    assert index.search(vectors[1], 1)[0][0] == "c1" and len(index) == len(ids) - 497
+    index.clear()
+    assert len(index) == 0 and index.search(vectors[0], 5) == [] and index.ids() == []
+    index.add(["again"], vectors[:1])
+    assert index.search(vectors[0], 5) == [("again", pytest.approx(0.0, abs=FP16))]
 
 
 def test_search_edges() -> None:
@@ -61,11 +105,11 @@ def test_add_replaces_an_existing_id() -> None:
     index.add(["a", "b"], vectors[:2])
     index.add(["a"], vectors[2:3])
     assert len(index) == 2 and index.ids() == ["a", "b"]
-    assert index.search(vectors[2], 1) == [("a", pytest.approx(0.0, abs=1e-5))]
-    assert all(key != "a" for key, distance in index.search(vectors[0], 2) if distance < 1e-5)
+    assert index.search(vectors[2], 1) == [("a", pytest.approx(0.0, abs=FP16))]
+    assert all(key != "a" for key, distance in index.search(vectors[0], 2) if distance < FP16)
 
 
-def test_remove_in_exact_mode() -> None:
+def test_remove() -> None:
     vectors = _unit(20)
     index = VectorIndex(DIM, space=SPACE)
     index.add(_ids(20), vectors)
@@ -82,48 +126,6 @@ def test_float64_queries_are_accepted() -> None:
     index = VectorIndex(DIM, space=SPACE)
     index.add(_ids(5), vectors.astype(np.float64))
     assert index.search(vectors[1].astype(np.float64), 1)[0][0] == "v1"
-
-
-def test_ivf_agrees_with_exact_on_clustered_data_and_supports_remove_and_replace() -> None:
-    n = 6000
-    data = clustered_unit_vectors(n + 100, DIM, clusters=60, seed=1)
-    vectors, queries = data[:n], data[n:]
-    ids = _ids(n)
-    index = VectorIndex(DIM, space=SPACE, ivf_threshold=2000)
-    for offset in range(0, n, 1000):
-        index.add(ids[offset : offset + 1000], vectors[offset : offset + 1000])
-    assert index.mode == "ivf" and index.nlist > 1 and 1 <= index.nprobe <= index.nlist
-    assert _recall(index, vectors, ids, queries) >= 0.95
-
-    assert index.remove(ids[:10]) == 10
-    assert not {key for key, _ in index.search(vectors[0], 15)} & set(ids[:10])
-    assert _recall(index, vectors[10:], ids[10:], queries) >= 0.95
-
-    replacement = queries[0]
-    index.add(["v500"], replacement[None, :])
-    assert index.search(replacement, 1) == [("v500", pytest.approx(0.0, abs=1e-5))]
-    assert len(index) == n - 10
-
-
-def test_mode_follows_the_size() -> None:
-    n = 1200
-    vectors = clustered_unit_vectors(n * RETRAIN_GROWTH, DIM, clusters=20, seed=2)
-    ids = _ids(len(vectors))
-    index = VectorIndex(DIM, space=SPACE, ivf_threshold=n)
-    index.add(ids[: n - 1], vectors[: n - 1])
-    assert index.mode == "exact"
-    index.add(ids[n - 1 : n], vectors[n - 1 : n])
-    assert index.mode == "ivf"
-    first_nlist = index.nlist
-    index.add(ids[n:], vectors[n:])  # grew RETRAIN_GROWTH x: retrained with more clusters
-    assert index.mode == "ivf" and index.nlist > first_nlist
-    index.remove(ids[n // 2 :])
-    assert index.mode == "ivf"  # half the threshold: still IVF
-    index.remove([ids[n // 2 - 1]])
-    assert index.mode == "exact" and len(index) == n // 2 - 1
-    assert index.search(vectors[3], 1) == [("v3", pytest.approx(0.0, abs=1e-5))]
-    index.clear()
-    assert len(index) == 0 and index.mode == "exact"
 
 
 @pytest.mark.parametrize(
@@ -163,17 +165,14 @@ def test_search_validates() -> None:
         index.search_many(_unit(1, dim=8), 1)
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [({"dim": 0}, "dim"), ({"space": ""}, "space"), ({"ivf_threshold": -1}, "ivf_threshold"), ({"target_recall": 1.5}, "target_recall")],
-)
+@pytest.mark.parametrize(("kwargs", "match"), [({"dim": 0}, "dim"), ({"dim": True}, "dim"), ({"space": ""}, "space"), ({"space": None}, "space")])
 def test_constructor_validates(kwargs, match) -> None:
     args = {"dim": DIM, "space": SPACE} | kwargs
     with pytest.raises(ValidationError, match=match):
         VectorIndex(args.pop("dim"), **args)
 
 
-def test_single_queries_leave_the_callers_thread_setting_alone() -> None:
+def test_searches_leave_the_callers_thread_setting_alone() -> None:
     index = VectorIndex(DIM, space=SPACE)
     index.add(_ids(10), _unit(10))
     seen = []
@@ -190,33 +189,44 @@ def test_single_queries_leave_the_callers_thread_setting_alone() -> None:
     assert seen[0][0] == seen[0][1]
 
 
-@pytest.mark.parametrize("threshold", [10_000, 500])
-def test_state_round_trip_gives_identical_results(threshold) -> None:
-    vectors = clustered_unit_vectors(1000, DIM, clusters=10, seed=3)
-    index = VectorIndex(DIM, space=SPACE, ivf_threshold=threshold)
+def test_state_round_trip_gives_identical_results() -> None:
+    vectors = _unit(1000, seed=3)
+    index = VectorIndex(DIM, space=SPACE)
     index.add(_ids(1000), vectors)
     index.remove(["v1", "v2"])
     blob, state = index.to_state()
+    assert state["format"] == VECTOR_FORMAT and state["mode"] == "fp16" and state["ids"][:2] == ["v0", "v3"]
     again = VectorIndex.from_state(blob.tobytes(), state, space=SPACE)
-    assert again.mode == index.mode and again.nprobe == index.nprobe and again.ids() == index.ids()
+    assert again.mode == index.mode and again.ids() == index.ids() and again.dim == DIM and again.space == SPACE
     queries = vectors[:20]
     assert again.search_many(queries, 15) == index.search_many(queries, 15)
     again.add(["new"], vectors[:1])  # labels continue after the stored ones
-    assert again.search(vectors[0], 2)[0][1] == pytest.approx(0.0, abs=1e-5) and len(again) == 999
+    assert again.search(vectors[0], 2)[0][1] == pytest.approx(0.0, abs=FP16) and len(again) == 999
+    assert {key for key, _ in again.search(vectors[0], 2)} == {"v0", "new"}
 
 
-def test_from_state_refuses_another_space_and_bad_input() -> None:
+def test_from_state_refuses_another_space_an_older_format_and_bad_input() -> None:
     index = VectorIndex(DIM, space=SPACE)
     index.add(["a"], _unit(1))
     blob, state = index.to_state()
     with pytest.raises(ConfigError, match="memlab/minilm"):
         VectorIndex.from_state(blob, state, space="memlab/minilm")
+    with pytest.raises(ConfigError, match="format 1.*re-ingest"):
+        VectorIndex.from_state(blob, state | {"format": 1}, space=SPACE)
+    with pytest.raises(ValidationError, match="not a memlab vector index state"):
+        VectorIndex.from_state(blob, {"ids": []})
     with pytest.raises(ValidationError, match="unreadable faiss index"):
         VectorIndex.from_state(blob[:20], state)
     with pytest.raises(ValidationError, match="does not match"):
         VectorIndex.from_state(blob, state | {"ids": ["a", "b"], "labels": [0, 1]})
+    flat = faiss.IndexIDMap2(faiss.IndexFlatIP(DIM))
+    flat.add_with_ids(_unit(1), np.zeros(1, dtype=np.int64))
+    with pytest.raises(ValidationError, match="does not match"):
+        VectorIndex.from_state(faiss.serialize_index(flat), state)
     with pytest.raises(ValidationError, match="malformed"):
         VectorIndex.from_state(blob, {k: v for k, v in state.items() if k != "ids"})
+    with pytest.raises(ValidationError, match="inconsistent"):
+        VectorIndex.from_state(blob, state | {"labels": [5]})
 
 
 def test_vector_store_collections() -> None:
@@ -237,11 +247,11 @@ def test_vector_store_collections() -> None:
 
 
 def test_benchmark_runs_at_small_n() -> None:
-    result = vector_search_latency(n=3000, dim=DIM, queries=20, mode="ivf", batch=1000)
-    assert result["mode"] == "ivf" and result["n"] == 3000
+    result = vector_search_latency(n=3000, dim=DIM, queries=20, batch=1000)
+    assert result["mode"] == "fp16" and result["n"] == 3000 and result["top_k"] == 15
     assert result["p50_ms"] > 0 and result["p95_ms"] >= result["p50_ms"] and result["build_s"] > 0
-    assert result["recall_at_k"] >= 0.9
-    exact = vector_search_latency(n=500, dim=DIM, queries=5, mode="exact")
-    assert exact["mode"] == "exact" and exact["recall_at_k"] == 1.0 and exact["nprobe"] is None
-    with pytest.raises(ValidationError, match="mode"):
-        vector_search_latency(n=10, mode="hnsw")
+    assert result["recall_at_k"] >= 0.99
+    with pytest.raises(ValidationError, match="spread"):
+        vector_search_latency(n=10, spread=0)
+    with pytest.raises(ValidationError, match="batch"):
+        vector_search_latency(n=10, batch=0)
