@@ -39,6 +39,7 @@ __all__ = [
     "PipelineRun",
     "RecallResponse",
     "RememberResult",
+    "SearchType",
     "SessionContextEntry",
     "SessionFeedbackEntry",
     "SessionParameterValidationError",
@@ -73,6 +74,7 @@ _LAZY = {
     "SessionRecallResponse": "memlab.models",
     "User": "memlab.models",
     "run_migrations": "memlab.migrations",
+    "SearchType": "memlab.retrievers._types",
 }
 
 
