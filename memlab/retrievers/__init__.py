@@ -7,13 +7,20 @@ from __future__ import annotations
 
 # --- Research primitives: pure functions, no I/O (DESIGN.md "Research primitives") ---
 from memlab.retrievers._routing import RouteDecision, route_query
+from memlab.retrievers._scope import normalize_scope, resolve_sources
+from memlab.retrievers._skill_gate import SkillGateDecision, should_search_skills, skill_gate_enabled
 from memlab.retrievers._types import SearchType, parse_search_type
 
 _PRIMITIVES = [
     "RouteDecision",
     "SearchType",
+    "SkillGateDecision",
+    "normalize_scope",
     "parse_search_type",
+    "resolve_sources",
     "route_query",
+    "should_search_skills",
+    "skill_gate_enabled",
 ]
 # --- end research primitives ---
 
