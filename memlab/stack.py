@@ -157,6 +157,7 @@ class MemoryStack:
         session_id: str | None = None,
         user: Any = None,
         self_improvement: bool = True,
+        tags: Sequence[str] = (),
         progress: bool | None = None,
     ) -> RememberResult:
         """Store ``data`` in permanent memory, or with ``session_id`` as one session turn.
@@ -168,6 +169,9 @@ class MemoryStack:
         embedded into the dataset's graph (status ``completed``). Content already
         in the dataset is not processed again. Bad input raises ``ValidationError``
         before anything is stored; a failed run leaves the previous graph intact.
+        ``tags`` label the documents: ``"skills"`` makes them skills (``SearchType.SKILLS``,
+        the skill gate), ``"coding_rules"`` coding rules (``SearchType.CODING_RULES``).
+        ``progress`` shows a progress bar (None: on long runs only).
 
         With ``session_id``: the text becomes one turn (empty question and
         context) of that session; blank text writes nothing (``skipped_blank``);
@@ -179,9 +183,11 @@ class MemoryStack:
         if session_id is None:
             from memlab.graph._documents import load_documents
 
+            if isinstance(tags, str) or not all(isinstance(tag, str) and tag.strip() for tag in tags):
+                raise ValidationError(f"tags must be a list of non-blank strings, got {tags!r}")
             documents = await asyncio.to_thread(load_documents, data)
             target = await self.datasets.resolve(dataset, user, "write", create=True)
-            return await self.memory.remember(target, documents, progress=progress)
+            return await self.memory.remember(target, documents, tags=[tag.strip() for tag in tags], progress=progress)
         text = _text_of(data)
         resolved = await self.users.resolve(user)
         session = self.session_manager.resolve_session_id(session_id)

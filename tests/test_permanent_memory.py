@@ -245,3 +245,13 @@ async def test_frames_nearest_and_graph_nodes(stack):
     outsider = await stack.users.create("outsider")
     with pytest.raises(PermissionDeniedError):
         await stack.frames.nearest("Polonium", dataset=result.dataset_id, user=outsider)
+
+
+async def test_tagged_documents_get_their_own_collection(stack):
+    result = await stack.remember("Deploy checklist: run the migrations, then restart the workers.", tags=["skills"])
+    [record] = await stack.datasets.list_data("main_dataset")
+    assert record.tags == ["skills"]
+    vectors = await stack.memory.vectors(result.dataset_id)
+    assert len(vectors.collection("tagged_skills")) == 1
+    with pytest.raises(ValidationError, match="tags"):
+        await stack.remember("x", tags="skills")

@@ -25,7 +25,9 @@ Element ids are deterministic, so the same document yields the same elements:
 
 Every element records the ``data_id`` that produced it (the provenance map).
 Vector collections: ``chunks``, ``summaries``, ``entities`` (entity names) and
-``triplets`` (``"source relation target"`` per relationship edge, keyed by edge id).
+``triplets`` (``"source relation target"`` per relationship edge, keyed by edge id);
+chunks of documents tagged ``skills`` / ``coding_rules`` also go to
+``tagged_skills`` / ``tagged_coding_rules``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from memlab.graph._graph import KnowledgeGraph, edge_id, stable_id
 #: chunks from which a progress bar is shown
 PROGRESS_MIN_CHUNKS = 64
 COLLECTIONS = ("chunks", "summaries", "entities", "triplets")
+#: document tags whose chunks also go to their own collection ``tagged_<tag>`` (skills, coding rules)
+COLLECTION_TAGS = ("skills", "coding_rules")
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,9 @@ class GraphDelta:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     edges: list[dict[str, Any]] = field(default_factory=list)
     texts: dict[str, dict[str, str]] = field(default_factory=lambda: {name: {} for name in COLLECTIONS})
+
+    def tagged(self, tag: str) -> dict[str, str]:
+        return self.texts.setdefault(f"tagged_{tag}", {})
     chunk_count: int = 0
 
 
@@ -157,6 +164,9 @@ def build_delta(dataset_id: str, extracted: Sequence[Extracted]) -> GraphDelta:
             )
             delta.edges.append({"source_id": doc_id, "relation": "has_chunk", "target_id": chunk_id, "data_id": data_id})
             delta.texts["chunks"][chunk_id] = chunk.text
+            for tag in item.tags:
+                if tag in COLLECTION_TAGS:
+                    delta.tagged(tag)[chunk_id] = chunk.text
             if extraction.summary.strip():
                 delta.nodes.append(
                     {"node_id": summary_id, "type": "summary", "name": f"summary of {item.document.name}#{chunk.index}",
@@ -194,8 +204,7 @@ def build_delta(dataset_id: str, extracted: Sequence[Extracted]) -> GraphDelta:
 async def embed_delta(delta: GraphDelta, embedder: Any) -> dict[str, tuple[list[str], Any]]:
     """``collection -> (ids, vectors)`` for every text of the delta."""
     out = {}
-    for name in COLLECTIONS:
-        texts = delta.texts[name]
+    for name, texts in delta.texts.items():
         if texts:
             ids = list(texts)
             out[name] = (ids, await embedder.embed([texts[key] for key in ids]))
