@@ -32,6 +32,7 @@ __all__ = [
     "DataRecord",
     "Dataset",
     "ForgetResult",
+    "GraphRecallResponse",
     "ImproveResult",
     "MemlabError",
     "MemoryStack",
@@ -41,14 +42,17 @@ __all__ = [
     "RememberResult",
     "SearchType",
     "SessionContextEntry",
+    "SessionContextRecallResponse",
     "SessionFeedbackEntry",
     "SessionParameterValidationError",
     "SessionPreconditionError",
     "SessionQAEntry",
     "SessionQAEntryValidationError",
     "SessionRecallResponse",
+    "SkillRecallResponse",
     "StackConfig",
     "StackStateError",
+    "SystemRecallResponse",
     "User",
     "ValidationError",
     "forget",
@@ -56,6 +60,7 @@ __all__ = [
     "recall",
     "remember",
     "run_migrations",
+    "search",
 ]
 
 _LAZY = {
@@ -64,6 +69,10 @@ _LAZY = {
     "DataRecord": "memlab.models",
     "Dataset": "memlab.models",
     "ForgetResult": "memlab.models",
+    "GraphRecallResponse": "memlab.models",
+    "SessionContextRecallResponse": "memlab.models",
+    "SkillRecallResponse": "memlab.models",
+    "SystemRecallResponse": "memlab.models",
     "ImproveResult": "memlab.models",
     "PipelineRun": "memlab.models",
     "RecallResponse": "memlab.models",
@@ -111,3 +120,10 @@ async def improve(**kwargs: Any):
     from memlab._default import default_stack
 
     return await (await default_stack()).improve(**kwargs)
+
+
+async def search(query_text: str, query_type: Any = "GRAPH_COMPLETION", **kwargs: Any):
+    """:meth:`MemoryStack.search` on the default stack (built from the environment)."""
+    from memlab._default import default_stack
+
+    return await (await default_stack()).search(query_text, query_type, **kwargs)

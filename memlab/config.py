@@ -12,6 +12,7 @@ seeds' variables with their defaults (names are case-insensitive)::
     LLM_MODEL=memlab/offline  LLM_API_KEY=  MEMLAB_OFFLINE_LATENCY_MS=0
     EMBEDDING_MODEL=memlab/minilm  EMBEDDING_API_KEY=  (falls back to LLM_API_KEY)
     MEMLAB_CHUNK_SIZE=512  MEMLAB_CHUNK_OVERLAP=64  MEMLAB_EXTRACTION_CONCURRENCY=8
+    RECALL_WARMUP_SHORTCIRCUIT=true  RECALL_WARMUP_THRESHOLD=1  RECALL_WARMUP_CACHE_TTL=60  SKILL_GATE_ENABLED=true
     DB_PROVIDER= DB_HOST= DB_PORT= DB_USERNAME= DB_PASSWORD= DB_NAME=   (postgres cache without CACHE_DB_URL)
 
 An unknown strategy name raises :class:`~memlab.exceptions.ConfigError` listing
@@ -38,6 +39,7 @@ __all__ = [
     "EmbeddingConfig",
     "GraphConfig",
     "LLMConfig",
+    "RecallConfig",
     "SessionConfig",
     "StackConfig",
     "TTL_POLICIES",
@@ -199,6 +201,15 @@ class GraphConfig(_Section):
         return self
 
 
+class RecallConfig(_Section):
+    """``recall()``'s warm-up marker (SPEC §9.4) and skill gate (§9.5)."""
+
+    warmup_shortcircuit: bool = True
+    warmup_threshold: int = Field(1, ge=0)
+    warmup_cache_ttl_seconds: float = Field(60.0, ge=0.0)
+    skill_gate_enabled: bool = True
+
+
 class StackConfig(_Section):
     """Everything a :class:`~memlab.MemoryStack` is assembled from."""
 
@@ -210,6 +221,7 @@ class StackConfig(_Section):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     graph: GraphConfig = Field(default_factory=GraphConfig)
+    recall: RecallConfig = Field(default_factory=RecallConfig)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "StackConfig":
@@ -254,6 +266,7 @@ class StackConfig(_Section):
                     chunk_overlap=int(reader.number("MEMLAB_CHUNK_OVERLAP", 64)),
                     extraction_concurrency=int(reader.number("MEMLAB_EXTRACTION_CONCURRENCY", 8)),
                 ),
+                recall=reader.recall(),
             )
         except ConfigError as exc:
             raise ConfigError(f"invalid memlab configuration from the environment: {exc}") from None
@@ -295,6 +308,25 @@ class _EnvReader:
             return float(raw)
         except ValueError:
             raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+
+    def recall(self) -> RecallConfig:
+        """The recall guards fail open (SPEC §9.4): an unreadable value keeps its default."""
+        values: dict[str, Any] = {}
+        for name, key, parse in (
+            ("RECALL_WARMUP_SHORTCIRCUIT", "warmup_shortcircuit", lambda raw: self.flag("RECALL_WARMUP_SHORTCIRCUIT", True)),
+            ("RECALL_WARMUP_THRESHOLD", "warmup_threshold", lambda raw: int(raw)),
+            ("RECALL_WARMUP_CACHE_TTL", "warmup_cache_ttl_seconds", float),
+            ("SKILL_GATE_ENABLED", "skill_gate_enabled", lambda raw: raw.strip().lower() not in {"false", "0", "no"}),
+        ):
+            raw = self.env.get(name)
+            if raw is None or not raw.strip():
+                continue
+            try:
+                values[key] = parse(raw)
+                RecallConfig(**{key: values[key]})
+            except (ValueError, ConfigError):
+                values.pop(key, None)
+        return RecallConfig(**values)
 
     def abandon_after(self) -> float:
         """SESSION_ABANDON_AFTER_SECONDS: invalid or empty falls back to 1800 (seed rule)."""

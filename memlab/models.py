@@ -9,22 +9,27 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import datetime
-from typing import Any, ClassVar, Literal, Optional
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
+    "AnyRecallResponse",
     "DataRecord",
     "Dataset",
     "ForgetResult",
+    "GraphRecallResponse",
     "ImproveResult",
     "PipelineRun",
     "RecallResponse",
     "RememberResult",
     "SessionContextEntry",
+    "SessionContextRecallResponse",
     "SessionFeedbackEntry",
     "SessionQAEntry",
     "SessionRecallResponse",
+    "SkillRecallResponse",
+    "SystemRecallResponse",
     "User",
     "QA_SECTIONS",
     "AGENT_SECTIONS",
@@ -289,3 +294,61 @@ class SessionRecallResponse(RecallResponse):
     feedback_score: Optional[int] = None
     used_graph_element_ids: Optional[dict[str, list[str]]] = None
     used_session_context_ids: Optional[list[str]] = None
+
+
+class GraphRecallResponse(RecallResponse):
+    """A result of the graph lane: a retrieved item (chunk, summary, entity, triplet) or an answer.
+
+    ``score`` is a distance (lower is better; None for answers); ``search_type`` is
+    the type that produced it; ``raw`` the retriever's normalised payload
+    (element ids, supporting ``data_ids``, ...); ``structured`` the
+    ``response_model`` instance when one was requested.
+    """
+
+    source: Literal["graph"] = "graph"
+    kind: str
+    text: str
+    id: Optional[str] = None
+    score: Optional[float] = None
+    search_type: str
+    dataset_id: Optional[uuid.UUID] = None
+    raw: dict[str, Any] = Field(default_factory=dict)
+    structured: Any = None
+
+
+class SessionContextRecallResponse(RecallResponse):
+    """The rendered session guidance block of a session (read-only)."""
+
+    source: Literal["session_context"] = "session_context"
+    session_id: str
+    content: str
+    context_profile: str = "qa"
+
+
+class SkillRecallResponse(RecallResponse):
+    """A skill found by the skill gate: ``text`` is ``"name: description"``; ``score`` a distance."""
+
+    source: Literal["skills"] = "skills"
+    text: str
+    skill: str
+    score: Optional[float] = None
+    dataset_id: Optional[uuid.UUID] = None
+
+
+class SystemRecallResponse(RecallResponse):
+    """A marker instead of results: ``memory_warming_up`` or ``build_failed`` (SPEC §9.4)."""
+
+    source: Literal["system"] = "system"
+    status: Literal["memory_warming_up", "build_failed"]
+    text: str
+    datapoint_count: int = 0
+    threshold: int = 1
+    error_class: Optional[str] = None
+    error_message: Optional[str] = None
+
+
+#: every ``recall()`` result type, discriminated by ``source`` (for parsing stored or exported results)
+AnyRecallResponse = Annotated[
+    Union[SessionRecallResponse, GraphRecallResponse, SessionContextRecallResponse, SkillRecallResponse, SystemRecallResponse],
+    Field(discriminator="source"),
+]

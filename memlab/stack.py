@@ -14,7 +14,7 @@ from memlab._clock import Clock, SystemClock
 from memlab.config import StackConfig, build_cache_backend, build_embedder, build_llm_client
 from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import ConfigError, MemlabError, StackStateError, ValidationError
-from memlab.models import ForgetResult, ImproveResult, RecallResponse, RememberResult, SessionRecallResponse
+from memlab.models import ForgetResult, ImproveResult, RecallResponse, RememberResult
 from memlab.provenance import ForgetEvent
 from memlab.relational import RelationalStore
 from memlab.session._api import SessionAPI
@@ -58,6 +58,12 @@ def _permanent_memory(stack: "MemoryStack", config: StackConfig):
     )
 
 
+def _recall_flows(stack: "MemoryStack"):
+    from memlab._recall import RecallFlows
+
+    return RecallFlows(stack)
+
+
 def _check_data_root(root: Path) -> None:
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -87,6 +93,7 @@ class MemoryStack:
         self.embedder = build_embedder(config)
         self.memory = _permanent_memory(self, config)
         self.datasets.memory = self.memory
+        self._flows = _recall_flows(self)
         self._improving: dict[tuple, asyncio.Task] = {}
         self._improve_again: set[tuple] = set()
         self.state = StackState.UNOPENED
@@ -318,38 +325,58 @@ class MemoryStack:
         only_context: bool = False,
         response_model: Any = None,
     ) -> list[RecallResponse]:
-        """Search memory. This build searches the session cache by keyword (SPEC §9.2).
+        """Search memory: the session, the graph, or both (SPEC §9; see :mod:`memlab._recall`).
 
-        Results are ``SessionRecallResponse`` items (``source="session"``), best match
-        first, ties oldest first, at most ``top_k``. Without ``session_id`` (or when the
-        session has no match) the graph lane would answer; its retrievers are not
-        in this build yet, so that lane contributes nothing. Options that only
-        the graph lane uses raise ``ValidationError`` rather than being ignored.
+        ``scope`` None/"auto": with ``session_id`` (and no datasets or query type) the
+        session is searched first and the graph only when it finds nothing; without
+        ``session_id`` the graph. ``query_type`` None routes the query by rule
+        (:func:`memlab.retrievers.route_query`) unless ``auto_route=False`` (hybrid).
+        Graph results are ``GraphRecallResponse`` items (``kind="answer"`` for a
+        completion, with ``structured`` filled from ``response_model``); a graph
+        that was never built (or whose build failed) answers with one
+        ``SystemRecallResponse`` marker when it is the only source. ``datasets`` /
+        ``dataset_ids`` the user cannot read raise ``PermissionDeniedError``. An
+        empty query returns ``[]``.
         """
         self._require_open()
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise ValidationError(f"top_k must be an int >= 1, got {top_k!r}")
-        unsupported = {
-            "query_type": query_type,
-            "datasets": datasets,
-            "dataset_ids": dataset_ids,
-            "scope": scope,
-            "response_model": response_model,
-        }
-        given = [name for name, value in unsupported.items() if value is not None] + (["only_context"] if only_context else [])
-        if given:
-            raise ValidationError(f"recall() options {given} need the graph lane, whose retrievers this build does not include yet")
-        if not isinstance(query_text, str):
-            raise ValidationError(f"query_text must be a str, got {type(query_text).__name__}")
-        if not query_text.strip() or session_id is None:
-            return []
-        resolved = await self.users.resolve(user)
-        session = self.session_manager.resolve_session_id(session_id)
-        hits = await self.session_manager.search(resolved.id, query_text, session_id=session, top_k=top_k)
-        return [
-            SessionRecallResponse(session_id=session, matched_tokens=score, **entry.model_dump(exclude={"memify_metadata"}))
-            for entry, score in hits
-        ]
+        return await self._flows.recall(
+            query_text,
+            query_type,
+            datasets=datasets,
+            dataset_ids=dataset_ids,
+            top_k=top_k,
+            auto_route=auto_route,
+            scope=scope,
+            session_id=session_id,
+            user=user,
+            only_context=only_context,
+            response_model=response_model,
+        )
+
+    async def search(
+        self,
+        query_text: str,
+        query_type: Any = "GRAPH_COMPLETION",
+        *,
+        session_id: str | None = None,
+        datasets: list[str] | None = None,
+        top_k: int = 15,
+        user: Any = None,
+        only_context: bool = False,
+    ) -> list[RecallResponse]:
+        """One search type over the graph, session-aware for completion types.
+
+        A completion type reads the session's last 10 turns into the prompt,
+        answers, and stores the turn with ``used_graph_element_ids`` (the node and
+        edge ids the answer's context held). An omitted ``session_id`` is the
+        dataset-scoped default session (of the first of ``datasets``, else of
+        ``main_dataset``). Retrieval-only types (and ``only_context=True``) return
+        the ranked items and neither read nor write the session.
+        """
+        self._require_open()
+        return await self._flows.search(
+            query_text, query_type, session_id=session_id, datasets=datasets, top_k=top_k, user=user, only_context=only_context
+        )
 
     async def prune(self, *, cache: bool = True) -> None:
         """Remove every session entry of the cache (``cache=True``)."""

@@ -59,8 +59,20 @@ async def test_recall_session_keywords(stack):
     assert await stack.recall("paris", session_id="elsewhere") == []
 
 
-@pytest.mark.parametrize("kwargs", [{"top_k": 0}, {"top_k": True}, {"scope": "graph"}, {"only_context": True}, {"datasets": ["main_dataset"]}])
-async def test_recall_rejects_bad_or_unavailable_options(stack, kwargs):
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"top_k": 0},
+        {"top_k": True},
+        {"scope": "everywhere"},
+        {"scope": []},
+        {"query_type": "NOPE"},
+        {"datasets": "main_dataset"},
+        {"datasets": ["no_such_dataset"]},
+        {"response_model": dict},
+    ],
+)
+async def test_recall_rejects_bad_options(stack, kwargs):
     with pytest.raises(ValidationError):
         await stack.recall("paris", session_id="chat", **kwargs)
 

@@ -1,0 +1,308 @@
+"""The ``recall()`` and ``search()`` flows of a :class:`~memlab.MemoryStack` (SPEC §9).
+
+recall: the scope gives ordered sources (:func:`memlab.retrievers.resolve_sources`);
+sources run one after another and their results are concatenated:
+
+* ``session``: keyword matching over the session's turns (SPEC §9.2); with
+  short-circuit on, a non-empty session result skips every later source;
+* ``graph``: the datasets the user may read (all of them, or ``datasets`` /
+  ``dataset_ids``, each checked for read permission), the warm-up marker
+  (SPEC §9.4), the search type (explicit, else routed, else hybrid) and its
+  retriever; a routed ``CHUNKS_LEXICAL`` / ``CODING_RULES`` that finds nothing
+  is retried as ``HYBRID_COMPLETION``;
+* ``session_context``, ``trace``, ``tools``, ``code``: sources memlab does not
+  serve yet; they contribute nothing.
+
+Skills found by the skill gate (SPEC §9.5) are appended last, even when the
+session short-circuit skipped the graph.
+
+search: one retriever; completion types read the session's last 10 turns into
+the prompt and store the new turn with the graph elements the answer used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from memlab._warmup import WarmupProbe
+from memlab.datasets import MAIN_DATASET
+from memlab.exceptions import ValidationError
+from memlab.models import Dataset, GraphRecallResponse, RecallResponse, SessionRecallResponse, SkillRecallResponse
+from memlab.retrievers import SearchType, normalize_scope, parse_search_type, resolve_sources, route_query, should_search_skills
+from memlab.retrievers._base import Completion, RetrievalScope, SearchResultItem
+from memlab.retrievers._registry import get_retriever
+
+if TYPE_CHECKING:
+    from memlab.stack import MemoryStack
+
+logger = logging.getLogger("memlab.recall")
+
+#: routed types retried as HYBRID_COMPLETION when they find nothing
+RETRY_WHEN_EMPTY = frozenset({SearchType.CHUNKS_LEXICAL, SearchType.CODING_RULES})
+#: query types for which the skill gate does not run
+NO_SKILL_GATE = frozenset({SearchType.SKILLS, SearchType.AGENTIC_COMPLETION})
+
+
+def _check_top_k(top_k: Any) -> int:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValidationError(f"top_k must be an int >= 1, got {top_k!r}")
+    return top_k
+
+
+def _check_query(query_text: Any) -> str:
+    if not isinstance(query_text, str):
+        raise ValidationError(f"query_text must be a str, got {type(query_text).__name__}")
+    return query_text
+
+
+def _check_names(name: str, values: Any) -> list[Any] | None:
+    if values is None:
+        return None
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise ValidationError(f"{name} must be a list, got {values!r}")
+    return list(values)
+
+
+def _check_response_model(response_model: Any) -> type[BaseModel] | None:
+    if response_model is not None and not (isinstance(response_model, type) and issubclass(response_model, BaseModel)):
+        raise ValidationError(f"response_model must be a pydantic model class, got {response_model!r}")
+    return response_model
+
+
+def item_response(item: SearchResultItem, search_type: SearchType) -> GraphRecallResponse:
+    """A retrieved item as a ``recall()`` result."""
+    return GraphRecallResponse(
+        kind=item.kind,
+        text=item.text,
+        id=item.id,
+        score=item.score,
+        search_type=search_type.value,
+        dataset_id=item.dataset_id,
+        raw={"data_ids": item.data_ids, "node_ids": item.node_ids, "edge_ids": item.edge_ids, **item.raw},
+    )
+
+
+def answer_response(completion: Completion, search_type: SearchType) -> GraphRecallResponse:
+    """A completion as a ``recall()`` result: the answer, with what it was built from in ``raw``."""
+    return GraphRecallResponse(
+        kind="answer",
+        text=completion.text,
+        search_type=search_type.value,
+        structured=completion.structured,
+        raw={
+            "used_node_ids": completion.used_node_ids,
+            "used_edge_ids": completion.used_edge_ids,
+            "context_ids": [item.id for item in completion.context],
+            "usage": completion.usage,
+        },
+    )
+
+
+class RecallFlows:
+    """recall() and search() of one stack."""
+
+    def __init__(self, stack: "MemoryStack") -> None:
+        self.stack = stack
+        recall = stack.config.recall
+        self.warmup = WarmupProbe(
+            stack._relational, stack.clock, threshold=recall.warmup_threshold, cache_ttl=recall.warmup_cache_ttl_seconds
+        )
+
+    # -- recall ------------------------------------------------------------------------
+    async def recall(
+        self,
+        query_text: Any,
+        query_type: Any,
+        *,
+        datasets: Any,
+        dataset_ids: Any,
+        top_k: Any,
+        auto_route: bool,
+        scope: Any,
+        session_id: str | None,
+        user: Any,
+        only_context: bool,
+        response_model: Any,
+    ) -> list[RecallResponse]:
+        query = _check_query(query_text)
+        top_k = _check_top_k(top_k)
+        search_type = parse_search_type(query_type) if query_type is not None else None
+        sources_asked = normalize_scope(scope)
+        datasets = _check_names("datasets", datasets)
+        dataset_ids = _check_names("dataset_ids", dataset_ids)
+        response_model = _check_response_model(response_model)
+        if response_model is not None and only_context:
+            raise ValidationError("response_model needs an answer; it cannot be combined with only_context=True")
+        if not query.strip():
+            return []
+        stack = self.stack
+        acting = await stack.users.resolve(user)
+        explicit = datasets is not None or dataset_ids is not None
+        sources, short_circuit = resolve_sources(
+            sources_asked, session_id=session_id, has_datasets=explicit, has_query_type=search_type is not None
+        )
+        targets = await self._targets(acting, datasets, dataset_ids) if "graph" in sources else []
+        skills = self._start_skill_gate(query, search_type, sources, targets, explicit, top_k, only_context)
+        results: list[RecallResponse] = []
+        try:
+            for source in sources:
+                if source == "session":
+                    hits = await self._session_hits(acting, query, session_id, top_k)
+                    results.extend(hits)
+                    if short_circuit and hits:
+                        break
+                elif source == "graph":
+                    results.extend(
+                        await self._graph(
+                            query, search_type, targets, auto_route=auto_route, top_k=top_k, only_context=only_context,
+                            response_model=response_model, sole=sources == ["graph"],
+                        )
+                    )
+        finally:
+            found_skills = await skills if skills is not None else []
+        return results + found_skills
+
+    async def _targets(self, acting: Any, datasets: list[Any] | None, dataset_ids: list[Any] | None) -> list[Dataset]:
+        """The datasets to search, each readable by ``acting`` (PermissionDeniedError otherwise)."""
+        stack = self.stack
+        if datasets is None and dataset_ids is None:
+            return await stack.datasets.list(acting, "read")
+        found: dict[uuid.UUID, Dataset] = {}
+        for name in datasets or []:
+            if not isinstance(name, str):
+                raise ValidationError(f"datasets must be names (str), got {name!r}; pass ids as dataset_ids")
+            dataset = await stack.datasets.resolve(name, acting, "read")
+            found.setdefault(dataset.id, dataset)
+        for dataset_id in dataset_ids or []:
+            if not isinstance(dataset_id, (uuid.UUID, str)):
+                raise ValidationError(f"dataset_ids must be UUIDs, got {dataset_id!r}")
+            dataset = await stack.datasets.resolve(dataset_id, acting, "read")
+            found.setdefault(dataset.id, dataset)
+        return list(found.values())
+
+    async def _session_hits(self, acting: Any, query: str, session_id: str | None, top_k: int) -> list[SessionRecallResponse]:
+        manager = self.stack.session_manager
+        session = await self._session_id(acting, session_id, None)
+        hits = await manager.search(acting.id, query, session_id=session, top_k=top_k)
+        return [
+            SessionRecallResponse(session_id=session, matched_tokens=score, **entry.model_dump(exclude={"memify_metadata"}))
+            for entry, score in hits
+        ]
+
+    async def _session_id(self, acting: Any, session_id: str | None, dataset: Dataset | None) -> str:
+        """``session_id``, else the dataset-scoped default session (``dataset``, else the user's main_dataset)."""
+        manager = self.stack.session_manager
+        if session_id is not None:
+            return manager.resolve_session_id(session_id)
+        dataset = dataset or await self.stack.datasets.get(MAIN_DATASET, acting)
+        return manager.resolve_session_id(None, dataset.id if dataset else None)
+
+    async def _graph(
+        self,
+        query: str,
+        search_type: SearchType | None,
+        targets: list[Dataset],
+        *,
+        auto_route: bool,
+        top_k: int,
+        only_context: bool,
+        response_model: type[BaseModel] | None,
+        sole: bool,
+    ) -> list[RecallResponse]:
+        if self.stack.config.recall.warmup_shortcircuit and not only_context:
+            marker = await self.warmup.marker([dataset.id for dataset in targets])
+            if marker is not None:
+                return [marker] if sole else []
+        if not targets:
+            return []
+        routed = False
+        if search_type is None:
+            if auto_route:
+                decision = route_query(query)
+                search_type, routed = decision.search_type, decision.rule != "default"
+            else:
+                search_type = SearchType.HYBRID_COMPLETION
+        scope = RetrievalScope(self.stack.memory, [dataset.id for dataset in targets], top_k, self.stack.llm)
+        found = await self._run(search_type, query, scope, only_context=only_context, response_model=response_model)
+        if not found and routed and search_type in RETRY_WHEN_EMPTY:
+            logger.info("routed %s found nothing; retrying as %s", search_type.value, SearchType.HYBRID_COMPLETION.value)
+            found = await self._run(SearchType.HYBRID_COMPLETION, query, scope, only_context=only_context, response_model=response_model)
+        return found
+
+    async def _run(
+        self, search_type: SearchType, query: str, scope: RetrievalScope, *, only_context: bool, response_model: type[BaseModel] | None
+    ) -> list[RecallResponse]:
+        retriever = get_retriever(search_type)
+        if retriever.completes and not only_context:
+            return [answer_response(await retriever.get_completion(query, scope, response_model=response_model), search_type)]
+        if response_model is not None:
+            raise ValidationError(f"response_model needs a completion search type; {search_type.value} only retrieves")
+        return [item_response(item, search_type) for item in await retriever.get_context(query, scope)]
+
+    def _start_skill_gate(
+        self, query: str, search_type: SearchType | None, sources: list[str], targets: list[Dataset], explicit: bool, top_k: int, only_context: bool
+    ) -> asyncio.Task | None:
+        """The skill lookup as a task, when the gate's conditions hold (SPEC §9.5); it never raises."""
+        if (
+            "graph" not in sources
+            or only_context
+            or search_type in NO_SKILL_GATE
+            or not self.stack.config.recall.skill_gate_enabled
+            or not explicit
+            or len(targets) != 1
+            or not should_search_skills(query).fired
+        ):
+            return None
+
+        async def lookup() -> list[SkillRecallResponse]:
+            try:
+                scope = RetrievalScope(self.stack.memory, [targets[0].id], top_k, self.stack.llm)
+                items = await get_retriever(SearchType.SKILLS).get_context(query, scope)
+            except Exception as exc:  # additive and fail-safe
+                logger.warning("skill lookup failed, adding no skills: %s: %s", type(exc).__name__, exc)
+                return []
+            return [
+                SkillRecallResponse(text=item.text, skill=str(item.raw.get("skill", item.text)), score=item.score, dataset_id=item.dataset_id)
+                for item in items
+            ]
+
+        return asyncio.get_running_loop().create_task(lookup())
+
+    # -- search ------------------------------------------------------------------------
+    async def search(
+        self, query_text: Any, query_type: Any, *, session_id: str | None, datasets: Any, top_k: Any, user: Any, only_context: bool
+    ) -> list[RecallResponse]:
+        query = _check_query(query_text)
+        top_k = _check_top_k(top_k)
+        search_type = parse_search_type(query_type)
+        datasets = _check_names("datasets", datasets)
+        if not query.strip():
+            return []
+        stack = self.stack
+        acting = await stack.users.resolve(user)
+        targets = await self._targets(acting, datasets, None)
+        retriever = get_retriever(search_type)
+        if not retriever.completes or only_context:  # retrieval only: no history read or written
+            scope = RetrievalScope(stack.memory, [dataset.id for dataset in targets], top_k, stack.llm)
+            return [item_response(item, search_type) for item in await retriever.get_context(query, scope)]
+        session = await self._session_id(acting, session_id, targets[0] if datasets and targets else None)
+        history = await stack.session_manager.get_history(acting.id, session_id=session)
+        scope = RetrievalScope(stack.memory, [dataset.id for dataset in targets], top_k, stack.llm, history=history)
+        completion = await retriever.get_completion(query, scope)
+        qa_id = await stack.session_manager.add_qa(
+            acting.id,
+            question=query,
+            answer=completion.text,
+            context="\n".join(item.text for item in completion.context),
+            used_graph_element_ids={"node_ids": completion.used_node_ids, "edge_ids": completion.used_edge_ids},
+            session_id=session,
+        )
+        response = answer_response(completion, search_type)
+        response.raw.update({"session_id": session, "qa_id": qa_id})
+        return [response]

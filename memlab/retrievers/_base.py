@@ -1,0 +1,209 @@
+"""The ``Retriever`` contract: one class per :class:`SearchType`.
+
+A retriever reads permanent memory (a :class:`~memlab.graph.PermanentMemory`)
+over one or more datasets and returns ranked :class:`SearchResultItem` s.
+Completion retrievers additionally build a prompt from that context and call
+the LLM layer (:class:`~memlab.llm.LLMClient`).
+
+Contract (every retriever, checked by ``tests/retrievers``):
+
+* ``await get_context(query, scope)`` returns at most ``scope.top_k`` items,
+  best first, each with a stable ``id`` (the graph element id: same memory,
+  same query → same ids in the same order) and a distance ``score`` (lower is
+  better, ``>= 0``). An empty memory or a blank query gives ``[]``.
+* ``await get_completion(query, scope, response_model=None)`` (completion
+  retrievers only, ``completes`` True) returns a :class:`Completion`: the
+  answer text, the validated ``response_model`` instance when one was given,
+  the context it used, the node / edge ids of the graph elements it actually
+  put in the prompt, and the LLM usage of the call(s).
+* Retrievers hold no state between calls; they are safe to share.
+"""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+from memlab.retrievers._types import SearchType
+
+__all__ = [
+    "ANSWER_INSTRUCTIONS",
+    "Completion",
+    "RetrievalScope",
+    "Retriever",
+    "SearchResultItem",
+    "add_usage",
+    "answer",
+    "element_item",
+    "no_usage",
+    "vector_items",
+]
+
+#: system instructions of a grounded answer
+ANSWER_INSTRUCTIONS = (
+    "Answer the question using only the context. Be brief. "
+    "If the context does not contain the answer, say that you don't know."
+)
+
+
+class SearchResultItem(BaseModel):
+    """One retrieved element.
+
+    ``kind``: ``chunk``, ``summary``, ``entity``, ``triplet`` (a relationship edge)
+    or ``document``. ``data_ids`` are the documents supporting the element;
+    ``node_ids`` / ``edge_ids`` the graph elements it stands for (a triplet: its
+    edge and both endpoints).
+    """
+
+    id: str
+    kind: str
+    text: str
+    score: float
+    dataset_id: uuid.UUID
+    data_ids: list[str] = Field(default_factory=list)
+    node_ids: list[str] = Field(default_factory=list)
+    edge_ids: list[str] = Field(default_factory=list)
+    raw: dict[str, Any] = Field(default_factory=dict)
+
+
+def no_usage() -> dict[str, int]:
+    return {"llm_calls": 0, "tokens_in": 0, "tokens_out": 0}
+
+
+def add_usage(usage: dict[str, int], result: Any) -> None:
+    """Count one :class:`~memlab.llm.LLMResult` into ``usage``."""
+    usage["llm_calls"] += 1
+    usage["tokens_in"] += result.tokens_in
+    usage["tokens_out"] += result.tokens_out
+
+
+@dataclass
+class Completion:
+    """What a completion retriever answered, from which context, at what LLM cost."""
+
+    text: str
+    context: list[SearchResultItem]
+    structured: Any = None
+    used_node_ids: list[str] = field(default_factory=list)
+    used_edge_ids: list[str] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=no_usage)
+
+
+@dataclass
+class RetrievalScope:
+    """Where and how much to retrieve.
+
+    ``memory`` is the stack's ``PermanentMemory`` (``await memory.graph(id)``,
+    ``await memory.vectors(id)``, ``memory.embedder``); ``llm`` the stack's
+    ``LLMClient``; ``history`` the formatted session history a completion
+    prompt should include ("" for none).
+    """
+
+    memory: Any
+    dataset_ids: Sequence[uuid.UUID]
+    top_k: int
+    llm: Any
+    history: str = ""
+    _embedded: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    async def embed(self, text: str) -> Any:
+        """The query vector of ``text`` (embedded once per scope)."""
+        if text not in self._embedded:
+            self._embedded[text] = (await self.memory.embedder.embed([text]))[0]
+        return self._embedded[text]
+
+
+class Retriever(abc.ABC):
+    """Base of every retriever. Subclasses set ``search_type`` and, for completion types, ``completes``."""
+
+    search_type: ClassVar[SearchType]
+    completes: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
+        """The ranked context items for ``query`` (at most ``scope.top_k``)."""
+
+    async def get_completion(self, query: str, scope: RetrievalScope, *, response_model: type[BaseModel] | None = None) -> Completion:
+        """Answer ``query`` from :meth:`get_context` (completion retrievers override this)."""
+        raise NotImplementedError(f"{type(self).__name__} ({self.search_type.value}) retrieves only; it does not answer")
+
+
+def element_item(graph: Any, dataset_id: uuid.UUID, element_id: str, score: float, **raw: Any) -> SearchResultItem | None:
+    """The :class:`SearchResultItem` of a graph node or edge (None when the graph no longer has it)."""
+    node = graph.node(element_id)
+    if node is not None:
+        return SearchResultItem(
+            id=element_id,
+            kind=node["type"],
+            text=node.get("text") or node["name"],
+            score=max(0.0, float(score)),
+            dataset_id=dataset_id,
+            data_ids=sorted(node["supporters"]),
+            node_ids=[element_id],
+            raw={"name": node["name"], **raw},
+        )
+    edge = graph.edge(element_id)
+    if edge is None:
+        return None
+    return SearchResultItem(
+        id=element_id,
+        kind="triplet",
+        text=edge.get("text") or f"{edge['source']} {edge['relation']} {edge['target']}",
+        score=max(0.0, float(score)),
+        dataset_id=dataset_id,
+        data_ids=sorted(edge["supporters"]),
+        node_ids=[edge["source"], edge["target"]],
+        edge_ids=[element_id],
+        raw={"relation": edge["relation"], **raw},
+    )
+
+
+async def vector_items(query: str, scope: RetrievalScope, collection: str, *, limit: int | None = None) -> list[SearchResultItem]:
+    """The ``limit`` (default ``scope.top_k``) elements of ``collection`` nearest ``query`` over every dataset of the scope."""
+    limit = scope.top_k if limit is None else limit
+    if not query.strip() or limit < 1:
+        return []
+    items: list[SearchResultItem] = []
+    for dataset_id in scope.dataset_ids:
+        vectors = await scope.memory.vectors(dataset_id)
+        if collection not in vectors.names() or not len(vectors.collection(collection)):
+            continue
+        graph = await scope.memory.graph(dataset_id)
+        for element_id, distance in vectors.collection(collection).search(await scope.embed(query), limit):
+            item = element_item(graph, dataset_id, element_id, distance)
+            if item is not None:
+                items.append(item)
+    items.sort(key=lambda item: item.score)
+    return items[:limit]
+
+
+async def answer(
+    query: str,
+    items: Sequence[SearchResultItem],
+    scope: RetrievalScope,
+    *,
+    response_model: type[BaseModel] | None = None,
+    instructions: str = ANSWER_INSTRUCTIONS,
+    usage: dict[str, int] | None = None,
+) -> Completion:
+    """One LLM call answering ``query`` from ``items`` (one context line each) and the scope's history.
+
+    The history goes into the system message, the context and question into the
+    user message (the offline provider's convention, an ordinary grounded prompt
+    for real models). ``usage`` accumulates earlier calls of the same completion.
+    """
+    from memlab.llm import context_prompt
+
+    system = instructions + (f"\n\n{scope.history}" if scope.history else "")
+    messages = context_prompt(query, [item.text.replace("\n", " ") for item in items], instructions=system)
+    result = await scope.llm.complete(messages, response_model=response_model)
+    usage = dict(usage) if usage is not None else no_usage()
+    add_usage(usage, result)
+    node_ids = list(dict.fromkeys(node for item in items for node in item.node_ids))
+    edge_ids = list(dict.fromkeys(edge for item in items for edge in item.edge_ids))
+    return Completion(result.text, list(items), result.structured, node_ids, edge_ids, usage)
