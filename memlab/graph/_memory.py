@@ -99,6 +99,15 @@ class PermanentMemory:
         """The dataset's current vector store. Do not mutate it."""
         return (await self._current(dataset_id)).vectors
 
+    def snapshot_token(self, dataset_id: uuid.UUID) -> str | None:
+        """The name of the dataset's committed snapshot (None before the first cognify or after the dataset was forgotten).
+
+        It changes whenever remember / forget replace the snapshot, so derived indexes key on it.
+        Deleting a dataset's whole snapshot restarts the numbering: pair it with the
+        :meth:`graph` object's identity to tell two lives of one dataset apart.
+        """
+        return self._token(dataset_id)
+
     async def search(self, dataset_id: uuid.UUID, collection: str, query_text: str, top_k: int) -> list[tuple[str, float]]:
         """The ``top_k`` ids of ``collection`` nearest ``query_text`` as ``(id, distance)``, nearest first."""
         loaded = await self._current(dataset_id)

@@ -24,4 +24,20 @@ _PRIMITIVES = [
 ]
 # --- end research primitives ---
 
-__all__ = [*_PRIMITIVES]
+# --- retrieval-only retrievers ---
+from memlab.retrievers._chunks import ChunksRetriever, SummariesRetriever
+from memlab.retrievers._lexical import LexicalChunksRetriever
+from memlab.retrievers._tagged import CodingRulesRetriever, SkillsRetriever
+from memlab.retrievers._temporal import TemporalRetriever
+
+_RETRIEVAL_ONLY = [
+    "ChunksRetriever",
+    "CodingRulesRetriever",
+    "LexicalChunksRetriever",
+    "SkillsRetriever",
+    "SummariesRetriever",
+    "TemporalRetriever",
+]
+# --- end retrieval-only retrievers ---
+
+__all__ = [*_PRIMITIVES, *_RETRIEVAL_ONLY]
