@@ -40,4 +40,33 @@ _RETRIEVAL_ONLY = [
 ]
 # --- end retrieval-only retrievers ---
 
-__all__ = [*_PRIMITIVES, *_RETRIEVAL_ONLY]
+# --- completion retrievers ---
+from memlab.retrievers._agentic import AgenticCompletionRetriever, FeelingLuckyRetriever, RetrievalPlan, SearchTypeChoice
+from memlab.retrievers._completion import CompletionRetriever
+from memlab.retrievers._graph_completion import (
+    FollowUpQuestion,
+    GraphCompletionContextExtensionRetriever,
+    GraphCompletionCotRetriever,
+    GraphCompletionRetriever,
+    GraphSummaryCompletionRetriever,
+)
+from memlab.retrievers._hybrid import HybridCompletionRetriever
+from memlab.retrievers._triplet import TripletCompletionRetriever
+
+_COMPLETION = [
+    "AgenticCompletionRetriever",
+    "CompletionRetriever",
+    "FeelingLuckyRetriever",
+    "FollowUpQuestion",
+    "GraphCompletionContextExtensionRetriever",
+    "GraphCompletionCotRetriever",
+    "GraphCompletionRetriever",
+    "GraphSummaryCompletionRetriever",
+    "HybridCompletionRetriever",
+    "RetrievalPlan",
+    "SearchTypeChoice",
+    "TripletCompletionRetriever",
+]
+# --- end completion retrievers ---
+
+__all__ = [*_PRIMITIVES, *_RETRIEVAL_ONLY, *_COMPLETION]

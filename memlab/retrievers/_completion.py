@@ -1,0 +1,102 @@
+"""RAG completion (answer from the nearest chunks) and what every completion retriever shares.
+
+Every completion retriever here makes its final answer call even when the
+context is empty: the LLM then says it does not know (the offline provider
+answers ``"I don't know."``), and a ``response_model`` is still filled, so a
+caller always gets a :class:`~memlab.retrievers._base.Completion` of the same
+shape and ``usage`` always counts the answer call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from memlab.retrievers._base import (
+    ANSWER_INSTRUCTIONS,
+    Completion,
+    RetrievalScope,
+    Retriever,
+    SearchResultItem,
+    add_usage,
+    answer,
+    no_usage,
+    vector_items,
+)
+from memlab.retrievers._types import SearchType
+
+__all__ = ["AnswerFromContext", "CompletionRetriever", "answer_lines", "register_offline_default", "structured_call"]
+
+
+class AnswerFromContext(Retriever):
+    """A completion retriever whose answer is one :func:`answer` call over :meth:`get_context`."""
+
+    completes = True
+
+    async def get_completion(self, query: str, scope: RetrievalScope, *, response_model: type[BaseModel] | None = None) -> Completion:
+        return await answer(query, await self.get_context(query, scope), scope, response_model=response_model)
+
+
+class CompletionRetriever(AnswerFromContext):
+    """``RAG_COMPLETION``: the ``top_k`` chunks nearest the query, then one answer call."""
+
+    search_type = SearchType.RAG_COMPLETION
+
+    async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
+        return await vector_items(query, scope, "chunks")
+
+
+async def answer_lines(
+    query: str,
+    lines: Sequence[str],
+    items: Sequence[SearchResultItem],
+    scope: RetrievalScope,
+    *,
+    response_model: type[BaseModel] | None = None,
+    instructions: str = ANSWER_INSTRUCTIONS,
+    usage: dict[str, int] | None = None,
+) -> Completion:
+    """:func:`answer` for a context the caller rendered itself: ``lines`` (sections, a summary) stand for ``items``.
+
+    The prompt layout (history in the system message, ``Context:`` / ``Question:``
+    in the user message) is :func:`answer`'s; the completion's context and used
+    node / edge ids are those of ``items``.
+    """
+    from memlab.llm import context_prompt
+
+    system = instructions + (f"\n\n{scope.history}" if scope.history else "")
+    result = await scope.llm.complete(context_prompt(query, list(lines), instructions=system), response_model=response_model)
+    usage = dict(usage) if usage is not None else no_usage()
+    add_usage(usage, result)
+    node_ids = list(dict.fromkeys(node for item in items for node in item.node_ids))
+    edge_ids = list(dict.fromkeys(edge for item in items for edge in item.edge_ids))
+    return Completion(result.text, list(items), result.structured, node_ids, edge_ids, usage)
+
+
+async def structured_call(
+    scope: RetrievalScope, messages: list[dict[str, str]], response_model: type[BaseModel], usage: dict[str, int]
+) -> Any:
+    """One structured LLM call counted into ``usage``; returns the validated instance."""
+    result = await scope.llm.complete(messages, response_model=response_model)
+    add_usage(usage, result)
+    return result.structured
+
+
+_REGISTER_LOCK = threading.Lock()
+
+
+def register_offline_default(schema_name: str, handler: Callable[[Any], Any]) -> None:
+    """Make ``handler`` the offline provider's filler of ``schema_name`` unless another handler is registered.
+
+    Idempotent and cheap (retrievers call it before each structured call); a
+    researcher's own handler for the schema is left in place.
+    """
+    from memlab.llm import register_structured_handler
+
+    with _REGISTER_LOCK:
+        previous = register_structured_handler(schema_name, handler)
+        if previous is not None and previous is not handler:
+            register_structured_handler(schema_name, previous)
