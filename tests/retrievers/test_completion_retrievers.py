@@ -396,3 +396,21 @@ async def test_empty_memory_answers_i_dont_know(stack, cls) -> None:
     assert completion.text == I_DONT_KNOW and completion.context == []
     assert completion.used_node_ids == completion.used_edge_ids == []
     assert completion.usage["llm_calls"] == len(llm.calls) == EMPTY_CALLS[cls]
+
+
+async def test_feeling_lucky_default_registry(stack, dataset_id) -> None:
+    scope, _ = _scope(stack, dataset_id)
+    lucky = FeelingLuckyRetriever()
+    hybrid = await lucky.get_completion(QUESTION, scope)
+    assert "Marie Curie" in hybrid.text and {item.raw["chosen_type"] for item in hybrid.context} == {"HYBRID_COMPLETION"}
+    lexical = await lucky.get_context('"Bletchley Park"', scope)
+    assert lexical and {item.raw["chosen_type"] for item in lexical} == {"CHUNKS_LEXICAL"}
+    assert "Bletchley Park" in lexical[0].text
+
+
+def test_plan_is_capped_at_three_sub_queries() -> None:
+    from memlab.retrievers._agentic import MAX_SUB_QUERIES, RetrievalPlan, _plan_queries
+
+    plan = RetrievalPlan(sub_queries=["a", " b ", "a", "", "c", "d"])
+    assert _plan_queries(plan, "q") == ["a", "b", "c and d"] and MAX_SUB_QUERIES == 3
+    assert _plan_queries(RetrievalPlan(sub_queries=["  "]), "q") == ["q"]
