@@ -5,6 +5,7 @@
     memlab demo                      session-memory walk-through on the stack from the environment
     memlab bench cache [options]     cache backend throughput (see memlab.bench.cache)
     memlab bench ingest [options]    permanent-memory ingest and vector search (see memlab.bench.ingest)
+    memlab bench recall [options]    retrieval quality and latency per search type (see memlab.bench.recall)
 """
 
 from __future__ import annotations
@@ -86,6 +87,20 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--queries", type=_positive_int, default=200, help="search queries per index (default: 200)")
     ingest.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
     ingest.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    recall = benches.add_parser(
+        "recall",
+        help="retrieval quality and latency per search type",
+        description="hit@1/hit@5/MRR (and answer accuracy) per search type on a seeded question set with gold evidence, "
+        "then recall() p50/p95 per retrieval type over a large memory.",
+    )
+    recall.add_argument("--documents", type=_positive_int, default=200, help="documents (= questions) of the quality set (default: 200)")
+    recall.add_argument("--types", type=_names, default=None, help="comma-separated search types for quality (default: the main ones)")
+    recall.add_argument("--embedder", default="memlab/minilm", help="EMBEDDING_MODEL (default: memlab/minilm)")
+    recall.add_argument("--latency-documents", type=int, default=10_000, help="chunks of the latency memory; 0 skips (default: 10000)")
+    recall.add_argument("--queries", type=_positive_int, default=100, help="queries per type in the latency run (default: 100)")
+    recall.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
+    recall.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return parser
 
 
@@ -150,6 +165,28 @@ def _bench_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_recall(args: argparse.Namespace) -> int:
+    from memlab.bench.recall import RecallBenchSpec, format_recall_table, run_bench_recall
+    from memlab.retrievers import parse_search_type
+
+    types = tuple(parse_search_type(name).value for name in args.types) if args.types else None
+    spec = RecallBenchSpec(
+        documents=args.documents,
+        **({"types": types} if types else {}),
+        embedder=args.embedder,
+        latency_documents=max(0, args.latency_documents),
+        queries=args.queries,
+    )
+    progress = None if args.quiet else (lambda line: print(f"bench: {line}", file=sys.stderr, flush=True))
+    rows = asyncio.run(run_bench_recall(spec, progress=progress))
+    print(format_recall_table(rows, spec))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``memlab`` command; returns the exit status."""
     from memlab.exceptions import MemlabError
@@ -163,6 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _bench_cache(args)
         if args.command == "bench" and args.bench == "ingest":
             return _bench_ingest(args)
+        if args.command == "bench" and args.bench == "recall":
+            return _bench_recall(args)
     except MemlabError as exc:
         print(f"memlab: error: {exc}", file=sys.stderr)
         return 1

@@ -95,3 +95,21 @@ class Frames:
             for node in graph.nodes(type=type)
         ]
         return to_frame(rows, columns=["id", "type", "name", "data_ids"])
+
+    async def recall(self, query_text: str, query_type: Any = None, **kwargs: Any) -> "pandas.DataFrame":
+        """``stack.recall(...)`` as a DataFrame: one row per result, any source.
+
+        Columns start with ``source``, ``kind``, ``search_type``, ``text``, ``score``;
+        then every other field of the results (empty where a source lacks it).
+        """
+        results = await self._stack.recall(query_text, query_type, **kwargs)
+        frame = to_frame(results, columns=list(_RECALL_COLUMNS))
+        if "text" not in frame.columns and "answer" in frame.columns:  # session rows carry their text as answer
+            frame["text"] = frame["answer"]
+        elif "answer" in frame.columns:
+            frame["text"] = frame["text"].fillna(frame["answer"])
+        first = [column for column in _RECALL_COLUMNS if column in frame.columns]
+        return frame[first + [column for column in frame.columns if column not in first]]
+
+
+_RECALL_COLUMNS = ("source", "kind", "search_type", "text", "score")

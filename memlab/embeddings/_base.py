@@ -104,9 +104,11 @@ class Embedder(abc.ABC):
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
         await self._ensure_loaded()
+        order = sorted(range(len(items)), key=lambda index: len(items[index])) if self.sort_by_length else None
+        ordered = [items[index] for index in order] if order is not None else items
         parts = []
-        for start in range(0, len(items), self.batch_size):
-            batch = items[start : start + self.batch_size]
+        for start in range(0, len(ordered), self.batch_size):
+            batch = ordered[start : start + self.batch_size]
             vectors = np.asarray(await self._embed_batch(batch), dtype=np.float32)
             if vectors.shape != (len(batch), self.dim):
                 raise EmbeddingError(
@@ -114,7 +116,12 @@ class Embedder(abc.ABC):
                     model=self.name,
                 )
             parts.append(vectors)
-        return l2_normalize(parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0))
+        vectors = l2_normalize(parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0))
+        if order is None:
+            return vectors
+        restored = np.empty_like(vectors)
+        restored[order] = vectors
+        return restored
 
     async def embed_one(self, text: str) -> np.ndarray:
         """The vector of one text: float32, shape ``(dim,)``, unit L2 norm."""
@@ -124,6 +131,9 @@ class Embedder(abc.ABC):
 
     async def _ensure_loaded(self) -> None:
         """Load the model if it is not loaded yet (off the event loop). Default: nothing to load."""
+
+    #: batch texts of similar length together (models that pad a batch to its longest text)
+    sort_by_length: bool = False
 
     @abc.abstractmethod
     async def _embed_batch(self, texts: list[str]) -> Any:

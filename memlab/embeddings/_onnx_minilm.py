@@ -194,6 +194,7 @@ class MiniLMEmbedder(Embedder):
 
     dim = MINILM_DIM
     name = MINILM_NAME
+    sort_by_length = True  # each batch is padded to its longest text
 
     def __init__(self, *, model_path: str | os.PathLike[str] | None = None, threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         self.model_path = Path(model_path) if model_path is not None else None

@@ -291,3 +291,11 @@ async def test_loaded_model_is_shared_across_instances() -> None:
     await first.embed(["warm"])
     await second.embed(["warm"])
     assert first._loaded is second._loaded
+
+
+async def test_length_sorted_batches_keep_input_order() -> None:
+    model = MiniLMEmbedder(batch_size=2)
+    texts = ["A much longer sentence about the history of radioactivity research in Paris.", "Curie", "Polonium in 1898", "x"]
+    together = await model.embed(texts)
+    for row, text in enumerate(texts):
+        np.testing.assert_allclose(together[row], (await model.embed([text]))[0], atol=2e-3)
