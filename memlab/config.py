@@ -13,6 +13,7 @@ seeds' variables with their defaults (names are case-insensitive)::
     EMBEDDING_MODEL=memlab/minilm  EMBEDDING_API_KEY=  (falls back to LLM_API_KEY)
     MEMLAB_CHUNK_SIZE=512  MEMLAB_CHUNK_OVERLAP=64  MEMLAB_EXTRACTION_CONCURRENCY=8
     RECALL_WARMUP_SHORTCIRCUIT=true  RECALL_WARMUP_THRESHOLD=1  RECALL_WARMUP_CACHE_TTL=60  SKILL_GATE_ENABLED=true
+    MEMLAB_MERGE_POLICY=dual_lane  MEMLAB_ANALYSIS_TIMEOUT_SECONDS=30
     DB_PROVIDER= DB_HOST= DB_PORT= DB_USERNAME= DB_PASSWORD= DB_NAME=   (postgres cache without CACHE_DB_URL)
 
 An unknown strategy name raises :class:`~memlab.exceptions.ConfigError` listing
@@ -33,20 +34,25 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from memlab.exceptions import ConfigError
 
 __all__ = [
+    "ANALYSIS_MODES",
     "AnalysisConfig",
     "CACHE_BACKENDS",
     "CacheConfig",
     "EmbeddingConfig",
     "GraphConfig",
     "LLMConfig",
+    "MERGE_POLICIES",
+    "MergeConfig",
     "RecallConfig",
     "SessionConfig",
     "StackConfig",
     "TTL_POLICIES",
     "TTLConfig",
+    "build_analysis_mode",
     "build_cache_backend",
     "build_embedder",
     "build_llm_client",
+    "build_merge_policy",
     "build_ttl_policy",
     "sql_cache_url",
 ]
@@ -66,6 +72,21 @@ TTL_POLICIES: dict[str, str] = {
     "sliding": "memlab.ttl._sliding:SlidingTTL",
     "lazy_slack": "memlab.ttl._lazy_slack:LazySlackTTL",
     "none": "memlab.ttl._none:NoTTL",
+}
+
+
+#: config name -> "module:Class" of each merge policy (how raw and rewrite retrieval lanes combine)
+MERGE_POLICIES: dict[str, str] = {
+    "dual_lane": "memlab.merge._dual_lane:DualLaneMerge",
+    "raw_only": "memlab.merge._raw_only:RawOnlyMerge",
+    "rrf": "memlab.merge._rrf:RRFMerge",
+}
+
+#: config name -> "module:Class" of each turn-analysis mode
+ANALYSIS_MODES: dict[str, str] = {
+    "concurrent": "memlab.analysis._concurrent:ConcurrentMode",
+    "sequential": "memlab.analysis._sequential:SequentialMode",
+    "off": "memlab.analysis._off:OffMode",
 }
 
 
@@ -152,10 +173,33 @@ class SessionConfig(_Section):
 
 
 class AnalysisConfig(_Section):
-    """Turn analysis: ``search_mode`` (SESSION_SEARCH_MODE) and ``auto_feedback`` (AUTO_FEEDBACK)."""
+    """Turn analysis: the mode (SESSION_SEARCH_MODE: concurrent / sequential / off), AUTO_FEEDBACK, the timeout.
 
-    search_mode: Literal["concurrent", "sequential"] = "concurrent"
+    ``off`` answers with history only (no analysis call, single-query retrieval);
+    ``auto_feedback=False`` drops the analysis call in the other modes but keeps
+    concurrent mode's dual-query retrieval (the seed's rule).
+    """
+
+    search_mode: str = "concurrent"
     auto_feedback: bool = True
+    timeout_seconds: float = Field(30.0, gt=0.0)
+
+    @field_validator("search_mode")
+    @classmethod
+    def _known_mode(cls, value: str) -> str:
+        return _choice("session search mode", value, ANALYSIS_MODES)
+
+
+class MergeConfig(_Section):
+    """How concurrent mode merges its raw and rewritten retrieval lanes (``rrf_k``: RRF's k)."""
+
+    policy: str = "dual_lane"
+    rrf_k: float = Field(60.0, ge=0.0)
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, value: str) -> str:
+        return _choice("merge policy", value, MERGE_POLICIES)
 
 
 class LLMConfig(_Section):
@@ -222,6 +266,7 @@ class StackConfig(_Section):
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     graph: GraphConfig = Field(default_factory=GraphConfig)
     recall: RecallConfig = Field(default_factory=RecallConfig)
+    merge: MergeConfig = Field(default_factory=MergeConfig)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "StackConfig":
@@ -251,7 +296,9 @@ class StackConfig(_Section):
                 analysis=AnalysisConfig(
                     search_mode=(env.get("SESSION_SEARCH_MODE") or "concurrent").strip().lower(),
                     auto_feedback=reader.flag("AUTO_FEEDBACK", True),
+                    timeout_seconds=reader.number("MEMLAB_ANALYSIS_TIMEOUT_SECONDS", 30.0),
                 ),
+                merge=MergeConfig(policy=(env.get("MEMLAB_MERGE_POLICY") or "dual_lane").strip().lower()),
                 llm=LLMConfig(
                     model=(env.get("LLM_MODEL") or "memlab/offline").strip(),
                     api_key=env.get("LLM_API_KEY") or None,
@@ -440,3 +487,14 @@ def build_embedder(config: StackConfig):
         return embedder_from_model(config.embedding.model, api_key=key.get_secret_value() if key else None)
     except ValidationError as exc:
         raise ConfigError(f"invalid embedding.model: {exc}") from None
+
+
+def build_merge_policy(config: StackConfig):
+    """The merge policy ``merge.policy`` names."""
+    cls = _load(MERGE_POLICIES[config.merge.policy])
+    return cls(k=config.merge.rrf_k) if config.merge.policy == "rrf" else cls()
+
+
+def build_analysis_mode(config: StackConfig):
+    """The turn-analysis mode ``analysis.search_mode`` names (see :mod:`memlab.analysis`)."""
+    return _load(ANALYSIS_MODES[config.analysis.search_mode])(config.analysis)
