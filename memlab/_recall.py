@@ -16,8 +16,11 @@ sources run one after another and their results are concatenated:
 Skills found by the skill gate (SPEC §9.5) are appended last, even when the
 session short-circuit skipped the graph.
 
-search: one retriever; completion types read the session's last 10 turns into
-the prompt and store the new turn with the graph elements the answer used.
+search: one retriever; a completion type runs a session turn through the stack's
+analysis mode (:mod:`memlab._turn`): history (+ guidance) in the prompt, the turn
+stored with the graph elements the answer used and its record (mode, LLM calls,
+tokens), returned as ``raw["turn"]``. ``query_text`` may be a list of queries (a
+batch): each runs as a sequential turn, in order, and the results are concatenated.
 """
 
 from __future__ import annotations
@@ -30,12 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from memlab._turn import TurnResult, TurnRunner
 from memlab._warmup import WarmupProbe
 from memlab.datasets import MAIN_DATASET
 from memlab.exceptions import ValidationError
 from memlab.models import Dataset, GraphRecallResponse, RecallResponse, SessionRecallResponse, SkillRecallResponse
 from memlab.retrievers import SearchType, normalize_scope, parse_search_type, resolve_sources, route_query, should_search_skills
-from memlab.retrievers._base import Completion, RetrievalScope, SearchResultItem
+from memlab.retrievers._base import Completion, RetrievalScope, SearchResultItem, no_usage
 from memlab.retrievers._registry import get_retriever
 
 if TYPE_CHECKING:
@@ -113,6 +117,7 @@ class RecallFlows:
         self.warmup = WarmupProbe(
             stack._relational, stack.clock, threshold=recall.warmup_threshold, cache_ttl=recall.warmup_cache_ttl_seconds
         )
+        self.turns = TurnRunner(stack)
 
     # -- recall ------------------------------------------------------------------------
     async def recall(
@@ -278,31 +283,41 @@ class RecallFlows:
     async def search(
         self, query_text: Any, query_type: Any, *, session_id: str | None, datasets: Any, top_k: Any, user: Any, only_context: bool
     ) -> list[RecallResponse]:
-        query = _check_query(query_text)
+        batch = isinstance(query_text, Sequence) and not isinstance(query_text, str)
+        queries = [_check_query(query) for query in query_text] if batch else [_check_query(query_text)]
         top_k = _check_top_k(top_k)
         search_type = parse_search_type(query_type)
         datasets = _check_names("datasets", datasets)
-        if not query.strip():
+        queries = [query for query in queries if query.strip()]
+        if not queries:
             return []
         stack = self.stack
         acting = await stack.users.resolve(user)
         targets = await self._targets(acting, datasets, None)
         retriever = get_retriever(search_type)
-        if not retriever.completes or only_context:  # retrieval only: no history read or written
-            scope = RetrievalScope(stack.memory, [dataset.id for dataset in targets], top_k, stack.llm)
-            return [item_response(item, search_type) for item in await retriever.get_context(query, scope)]
+        scope = RetrievalScope(stack.memory, [dataset.id for dataset in targets], top_k, stack.llm)
+        results: list[RecallResponse] = []
+        if not retriever.completes or only_context:  # retrieval only: no turn, no history read or written
+            for query in queries:
+                results.extend(item_response(item, search_type) for item in await retriever.get_context(query, scope))
+            return results
         session = await self._session_id(acting, session_id, targets[0] if datasets and targets else None)
-        history = await stack.session_manager.get_history(acting.id, session_id=session)
-        scope = RetrievalScope(stack.memory, [dataset.id for dataset in targets], top_k, stack.llm, history=history)
-        completion = await retriever.get_completion(query, scope)
-        qa_id = await stack.session_manager.add_qa(
-            acting.id,
-            question=query,
-            answer=completion.text,
-            context="\n".join(item.text for item in completion.context),
-            used_graph_element_ids={"node_ids": completion.used_node_ids, "edge_ids": completion.used_edge_ids},
-            session_id=session,
+        for query in queries:  # a batch runs its queries as sequential turns, in order
+            turn = await self.turns.run(query, search_type, retriever, scope, user_id=str(acting.id), session_id=session, batch=batch)
+            results.append(turn_response(turn, search_type, session))
+        return results
+
+
+def turn_response(turn: TurnResult, search_type: SearchType, session: str) -> GraphRecallResponse:
+    """A session turn as a ``search()`` result: the answer (or a gated turn's acknowledgement) with the turn record."""
+    if turn.completion is not None:
+        response = answer_response(turn.completion, search_type)
+    else:
+        response = GraphRecallResponse(
+            kind="answer",
+            text=turn.text,
+            search_type=search_type.value,
+            raw={"used_node_ids": [], "used_edge_ids": [], "context_ids": [], "usage": no_usage()},
         )
-        response = answer_response(completion, search_type)
-        response.raw.update({"session_id": session, "qa_id": qa_id})
-        return [response]
+    response.raw.update({"session_id": session, "qa_id": turn.qa_id, "turn": turn.record})
+    return response

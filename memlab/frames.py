@@ -50,6 +50,32 @@ class Frames:
         rows = await stack.session_manager.get_context_entries(user_id, session_id=session)
         return to_frame(rows, columns=["id", "kind"])
 
+    async def turns(self, session_id: str | None = None, *, user: Any = None) -> "pandas.DataFrame":
+        """One row per search turn of the session, oldest first (turns written by ``remember`` are left out).
+
+        Columns (:data:`TURN_COLUMNS`): ``qa_id``, ``time``, ``question``, ``mode`` (what
+        ran), ``requested_mode``, ``fallback_reason``, ``answered``, ``latency_ms``,
+        ``answer_calls``, ``analysis_calls``, ``llm_calls``, ``tokens_in``, ``tokens_out``,
+        ``effective_query``, ``rewrite``, ``analysis_error``, ``guidance_ids`` (see
+        :mod:`memlab._turn`).
+        """
+        rows = []
+        for entry in await self._stack.session.get_session(session_id=session_id, user=user):
+            meta = entry.memify_metadata or {}
+            if "turn_mode" not in meta:
+                continue
+            row = {"qa_id": entry.qa_id, "time": entry.time, "question": entry.question}
+            row.update({name: meta.get(f"turn_{name}") for name in TURN_COLUMNS if name not in row})
+            row["llm_calls"] = (row["answer_calls"] or 0) + (row["analysis_calls"] or 0)
+            row["guidance_ids"] = list(entry.used_session_context_ids or [])
+            rows.append(row)
+        frame = to_frame(rows, columns=list(TURN_COLUMNS))
+        if not frame.empty:
+            import pandas as pd
+
+            frame["time"] = pd.to_datetime(frame["time"], utc=True, format="ISO8601")
+        return frame[list(TURN_COLUMNS)]
+
     async def nearest(
         self,
         query_text: str,
@@ -113,3 +139,8 @@ class Frames:
 
 
 _RECALL_COLUMNS = ("source", "kind", "search_type", "text", "score")
+#: the columns of :meth:`Frames.turns`
+TURN_COLUMNS = (
+    "qa_id", "time", "question", "mode", "requested_mode", "fallback_reason", "answered", "latency_ms", "answer_calls",
+    "analysis_calls", "llm_calls", "tokens_in", "tokens_out", "effective_query", "rewrite", "analysis_error", "guidance_ids",
+)

@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from memlab._clock import Clock, SystemClock
-from memlab.config import StackConfig, build_cache_backend, build_embedder, build_llm_client
+from memlab.config import (
+    StackConfig,
+    build_analysis_mode,
+    build_cache_backend,
+    build_embedder,
+    build_llm_client,
+    build_merge_policy,
+)
 from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import ConfigError, MemlabError, StackStateError, ValidationError
 from memlab.models import ForgetResult, ImproveResult, RecallResponse, RememberResult
@@ -90,6 +97,8 @@ class MemoryStack:
         self.datasets = Datasets(self._relational, self.users)
         self.session = SessionAPI(self)
         self.llm = build_llm_client(config)
+        self.analysis = build_analysis_mode(config)
+        self.merge = build_merge_policy(config)
         self.embedder = build_embedder(config)
         self.memory = _permanent_memory(self, config)
         self.datasets.memory = self.memory

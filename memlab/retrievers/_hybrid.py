@@ -13,6 +13,7 @@ ties keep that order): :meth:`HybridCompletionRetriever.get_context` returns its
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -89,4 +90,23 @@ class HybridCompletionRetriever(Retriever):
         return (await hybrid_sections(query, scope)).ranked()[: scope.top_k]
 
     async def get_completion(self, query: str, scope: RetrievalScope, *, response_model: type[BaseModel] | None = None) -> Completion:
-        return await answer_sections(query, await hybrid_sections(query, scope), scope, response_model=response_model)
+        return await self.answer_from(query, await hybrid_sections(query, scope), scope, response_model=response_model)
+
+    async def retrieve_lane(self, query: str, scope: RetrievalScope) -> HybridSections:
+        """The retrieved sections of one query lane of a dual-query turn."""
+        return await hybrid_sections(query, scope)
+
+    def merge_lanes(self, raw: HybridSections | None, rewrite: HybridSections | None, policy: Any, limit: int) -> HybridSections:
+        """Chunks, entities and triplets of the two lanes (None: failed or absent), each merged by ``policy`` under ``limit``."""
+        return HybridSections(
+            *(
+                policy.merge(getattr(raw, name) if raw is not None else None, getattr(rewrite, name) if rewrite is not None else None, limit)
+                for name in ("chunks", "entities", "triplets")
+            )
+        )
+
+    async def answer_from(
+        self, query: str, sections: HybridSections, scope: RetrievalScope, *, response_model: type[BaseModel] | None = None
+    ) -> Completion:
+        """One answer call for ``query`` over the given sections."""
+        return await answer_sections(query, sections, scope, response_model=response_model)

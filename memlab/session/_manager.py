@@ -108,6 +108,7 @@ class SessionManager:
         dataset_id: uuid.UUID | None = None,
         used_graph_element_ids: dict[str, list[str]] | None = None,
         used_session_context_ids: list[str] | None = None,
+        memify_metadata: dict[str, Any] | None = None,
     ) -> str | None:
         """Store one turn; returns its ``qa_id`` (None when the cache is unavailable)."""
         user, session = self._ids(user_id, session_id, dataset_id)
@@ -121,6 +122,7 @@ class SessionManager:
                 answer=answer,
                 used_graph_element_ids=used_graph_element_ids,
                 used_session_context_ids=used_session_context_ids,
+                memify_metadata=memify_metadata,
             )
             return entry.qa_id
 

@@ -1,0 +1,284 @@
+"""The session turn runner: one completion ``search()`` turn under the stack's analysis mode (SPEC §6).
+
+:class:`TurnRunner` picks the mode (:meth:`TurnRunner.choose`), takes the
+per-(user, session) turn lock (an ``asyncio.Lock`` per event loop, so turns sent
+to one session at once are stored one after the other, none lost) and runs the
+mode over a :class:`StackTurn`, the :class:`~memlab.analysis.TurnPort` of this stack.
+
+Fallback to sequential (the seed's list): a ``concurrent`` stack runs a turn
+``sequential`` when the search type is ``FEELING_LUCKY`` (``"feeling_lucky"``),
+the query is one of a batch (``"batch"``), the turn has no session (caching off:
+``"no_session"``), or the retriever's class is not exactly one of
+:data:`CONCURRENT_RETRIEVERS` (``"retriever"``; subclasses fall back).
+``only_context=True`` searches are not turns at all (``search()`` retrieves with
+the raw query only: no analysis, no rewrite, nothing stored).
+
+Each turn's record (``TurnResult.record``, returned as ``raw["turn"]`` of the
+search result) holds ``mode`` (what ran), ``requested_mode``, ``fallback_reason``,
+``llm_calls`` (``{"answer": n, "analysis": n}``), ``tokens_in`` / ``tokens_out``
+(both calls), ``latency_ms`` (wall-clock from taking the lock to storing),
+``effective_query``, ``rewrite`` (the rewrite lane's query, None when it did not
+run), ``analysis_error`` (None, or why the analysis failed open), ``lane_error``
+(a failed retrieval lane), ``answered`` (False for a gated turn) and ``guidance_ids``
+(the guidance served to the answer, also stored as ``used_session_context_ids``). The stored
+turn carries the same facts flat in ``memify_metadata`` as ``turn_<name>``
+(``turn_answer_calls``, ``turn_analysis_calls``; None values and ``guidance_ids`` omitted), which
+:meth:`memlab.frames.Frames.turns` reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from memlab.analysis import AnalysisMode, TurnPort, TurnState, analyze_turn
+from memlab.retrievers import SearchType
+from memlab.retrievers._base import Completion, RetrievalScope
+from memlab.retrievers._completion import CompletionRetriever
+from memlab.retrievers._graph_completion import GraphCompletionRetriever
+from memlab.retrievers._hybrid import HybridCompletionRetriever
+from memlab.retrievers._triplet import TripletCompletionRetriever
+from memlab.session._guidance import ServedGuidance, apply_turn_analysis, context_entries, serve_guidance
+
+if TYPE_CHECKING:
+    from memlab.stack import MemoryStack
+
+__all__ = ["CONCURRENT_RETRIEVERS", "StackTurn", "TurnResult", "TurnRunner", "turn_metadata"]
+
+logger = logging.getLogger("memlab.turn")
+
+#: the retriever classes a concurrent turn may use (exact class match; subclasses fall back)
+CONCURRENT_RETRIEVERS = (CompletionRetriever, GraphCompletionRetriever, HybridCompletionRetriever, TripletCompletionRetriever)
+_OPTIONAL_FACTS = ("fallback_reason", "effective_query", "rewrite", "analysis_error", "lane_error")
+
+
+@dataclass
+class TurnResult:
+    """One finished turn: the stored answer, the completion (None for a gated turn), the qa id, the record."""
+
+    text: str
+    completion: Completion | None
+    qa_id: str | None
+    record: dict[str, Any]
+
+
+def turn_metadata(record: dict[str, Any]) -> dict[str, Any]:
+    """The record flattened for ``memify_metadata`` (``turn_<name>``; None values omitted)."""
+    metadata = {
+        "turn_mode": record["mode"],
+        "turn_requested_mode": record["requested_mode"],
+        "turn_answered": record["answered"],
+        "turn_answer_calls": record["llm_calls"]["answer"],
+        "turn_analysis_calls": record["llm_calls"]["analysis"],
+        "turn_tokens_in": record["tokens_in"],
+        "turn_tokens_out": record["tokens_out"],
+        "turn_latency_ms": record["latency_ms"],
+    }
+    metadata.update({f"turn_{name}": record[name] for name in _OPTIONAL_FACTS if record.get(name)})
+    return metadata
+
+
+class StackTurn(TurnPort):
+    """The I/O of one turn on a stack (see :class:`~memlab.analysis.TurnPort`)."""
+
+    def __init__(
+        self,
+        stack: "MemoryStack",
+        query: str,
+        retriever: Any,
+        scope: RetrievalScope,
+        *,
+        user_id: str,
+        session_id: str,
+        mode: str,
+        requested_mode: str,
+        fallback_reason: str | None,
+    ) -> None:
+        self.stack = stack
+        self.query = query
+        self.retriever = retriever
+        self.scope = scope
+        self.user_id = user_id
+        self.session_id = session_id
+        self.session_available = stack.session_manager.available
+        self.started = time.perf_counter()
+        self.record: dict[str, Any] = {
+            "mode": mode,
+            "requested_mode": requested_mode,
+            "fallback_reason": fallback_reason,
+            "llm_calls": {"answer": 0, "analysis": 0},
+            "tokens_in": 0,
+            "tokens_out": 0,
+            "latency_ms": None,
+            "effective_query": None,
+            "rewrite": None,
+            "analysis_error": None,
+            "lane_error": None,
+            "answered": None,
+            "guidance_ids": [],
+        }
+
+    def note(self, **facts: Any) -> None:
+        unknown = set(facts) - set(self.record)
+        if unknown:
+            raise ValueError(f"unknown turn facts {sorted(unknown)}")
+        self.record.update(facts)
+
+    def _count(self, kind: str, calls: int, tokens_in: int, tokens_out: int) -> None:
+        self.record["llm_calls"][kind] += calls
+        self.record["tokens_in"] += tokens_in
+        self.record["tokens_out"] += tokens_out
+
+    async def load(self) -> TurnState:
+        if not self.session_available:
+            return TurnState()
+        manager = self.stack.session_manager
+        last_two = await manager.get_session(self.user_id, last_n=2, session_id=self.session_id)
+        previous = last_two[-1] if last_two else None
+        served: list[Any] = []
+        if previous is not None and previous.used_session_context_ids:
+            wanted = set(previous.used_session_context_ids)
+            rows = await manager.get_context_entries(self.user_id, session_id=self.session_id)
+            served = [entry for entry in context_entries(rows) if entry.id in wanted]
+        return TurnState(previous, list(last_two), served)
+
+    async def analyze(self, state: TurnState) -> Any:
+        self._count("analysis", 1, 0, 0)  # counted when made, even if it then fails
+        result = await analyze_turn(self.stack.llm, self.query, state.previous, state.served)
+        self._count("analysis", 0, result.tokens_in, result.tokens_out)
+        return result.analysis
+
+    async def apply(self, analysis: Any, state: TurnState) -> None:
+        previous = state.previous
+        await apply_turn_analysis(
+            self.stack.session_manager,
+            self.user_id,
+            self.session_id,
+            analysis,
+            message=self.query,
+            previous=previous,
+            served_ids=list(previous.used_session_context_ids or []) if previous is not None else [],
+            now=self.stack.clock.now(),
+        )
+
+    async def guidance(self, query: str) -> ServedGuidance | None:
+        if not self.session_available:
+            return None
+        return await serve_guidance(self.stack.session_manager, self.user_id, self.session_id, query, now=self.stack.clock.now())
+
+    async def answer(self, query: str, guidance: Any, *, rewrite: str | None = None) -> Completion:
+        history = await self.stack.session_manager.get_history(self.user_id, session_id=self.session_id)
+        block = guidance.block if guidance is not None else ""
+        base = self.scope
+        scope = RetrievalScope(base.memory, base.dataset_ids, base.top_k, base.llm, history="\n\n".join(part for part in (block, history) if part))
+        if rewrite is None:
+            completion = await self.retriever.get_completion(query, scope)
+        else:
+            completion = await self._answer_dual(query, rewrite, scope)
+        usage = completion.usage
+        self._count("answer", usage["llm_calls"], usage["tokens_in"], usage["tokens_out"])
+        return completion
+
+    async def _answer_dual(self, query: str, rewrite: str, scope: RetrievalScope) -> Completion:
+        """Both lanes at once; a failed lane is dropped, both failing raises the raw lane's error (SPEC §6.3)."""
+        retriever = self.retriever
+        raw, rewritten = await asyncio.gather(retriever.retrieve_lane(query, scope), retriever.retrieve_lane(rewrite, scope), return_exceptions=True)
+        for outcome in (raw, rewritten):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+                raise outcome
+        if isinstance(raw, Exception):
+            if isinstance(rewritten, Exception):
+                raise raw
+            logger.warning("raw retrieval lane failed, using the rewrite lane: %s: %s", type(raw).__name__, raw)
+            self.note(lane_error=f"raw: {type(raw).__name__}: {raw}")
+            raw = None
+        elif isinstance(rewritten, Exception):
+            logger.warning("rewrite retrieval lane failed, using the raw lane: %s: %s", type(rewritten).__name__, rewritten)
+            self.note(lane_error=f"rewrite: {type(rewritten).__name__}: {rewritten}")
+            rewritten = None
+        merged = retriever.merge_lanes(raw, rewritten, self.stack.merge, scope.top_k)
+        return await retriever.answer_from(query, merged, scope)
+
+    def _finish(self, answered: bool) -> None:
+        self.note(answered=answered, latency_ms=round((time.perf_counter() - self.started) * 1000))
+
+    async def commit(self, completion: Completion, guidance: Any) -> TurnResult:
+        self._finish(True)
+        ids = list(guidance.ids) if guidance is not None else []
+        qa_id = await self.stack.session_manager.add_qa(
+            self.user_id,
+            question=self.query,
+            answer=completion.text,
+            context="\n".join(item.text for item in completion.context),
+            used_graph_element_ids={"node_ids": completion.used_node_ids, "edge_ids": completion.used_edge_ids},
+            used_session_context_ids=ids or None,
+            memify_metadata=turn_metadata(self.record),
+            session_id=self.session_id,
+        )
+        self.record["guidance_ids"] = ids
+        return TurnResult(completion.text, completion, qa_id, self.record)
+
+    async def acknowledge(self, text: str) -> TurnResult:
+        self._finish(False)
+        qa_id = await self.stack.session_manager.add_qa(
+            self.user_id, question=self.query, answer=text, memify_metadata=turn_metadata(self.record), session_id=self.session_id
+        )
+        self.record["guidance_ids"] = []
+        return TurnResult(text, None, qa_id, self.record)
+
+
+class TurnRunner:
+    """Runs the session turns of one stack (see the module docstring)."""
+
+    def __init__(self, stack: "MemoryStack") -> None:
+        self.stack = stack
+        self._locks: weakref.WeakValueDictionary[tuple[int, str, str], asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def lock(self, user_id: str, session_id: str) -> asyncio.Lock:
+        """The turn lock of (user, session) on the running event loop."""
+        key = (id(asyncio.get_running_loop()), user_id, session_id)
+        found = self._locks.get(key)
+        if found is None:
+            found = self._locks[key] = asyncio.Lock()
+        return found
+
+    def choose(self, search_type: SearchType, retriever: Any, *, batch: bool) -> tuple[AnalysisMode, str | None]:
+        """The mode a turn runs and why it fell back (None when it did not)."""
+        requested: AnalysisMode = self.stack.analysis
+        fallback = requested.fallback()
+        if fallback is requested:
+            return requested, None
+        if search_type is SearchType.FEELING_LUCKY:
+            reason = "feeling_lucky"
+        elif batch:
+            reason = "batch"
+        elif not self.stack.session_manager.available:
+            reason = "no_session"
+        elif type(retriever) not in CONCURRENT_RETRIEVERS:
+            reason = "retriever"
+        else:
+            return requested, None
+        return fallback, reason
+
+    async def run(
+        self, query: str, search_type: SearchType, retriever: Any, scope: RetrievalScope, *, user_id: str, session_id: str, batch: bool = False
+    ) -> TurnResult:
+        """Run one turn of ``query`` in the session, under its turn lock."""
+        mode, reason = self.choose(search_type, retriever, batch=batch)
+        async with self.lock(user_id, session_id):
+            port = StackTurn(
+                self.stack,
+                query,
+                retriever,
+                scope,
+                user_id=user_id,
+                session_id=session_id,
+                mode=mode.name,
+                requested_mode=self.stack.analysis.name,
+                fallback_reason=reason,
+            )
+            return await mode.run(port)
