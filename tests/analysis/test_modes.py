@@ -9,10 +9,12 @@ from contextlib import asynccontextmanager
 import pytest
 
 from memlab import MemoryStack, SearchType, StackConfig, ValidationError
+from memlab._turn import StackTurn
 from memlab.analysis import ConcurrentMode, OffMode, SequentialMode
 from memlab.config import AnalysisConfig, CacheConfig, EmbeddingConfig, LLMConfig
 from memlab.llm import register_structured_handler, unregister_structured_handler
 from memlab.retrievers._base import RetrievalScope
+from memlab.retrievers._completion import CompletionRetriever
 from memlab.retrievers._registry import get_retriever
 from memlab.session._guidance import GUIDANCE_HEADER
 from memlab.testing import FakeClock
@@ -342,3 +344,45 @@ async def test_dual_query_finds_the_earlier_topic(tmp_path) -> None:
     assert len(found["concurrent"]) <= 3
     assert any("Polonium" in text for text in found["concurrent"])
     assert not any("Polonium" in text for text in found["off"])
+
+
+class _LaneFails(CompletionRetriever):
+    """RAG completion whose retrieval fails for the queries in ``failing``."""
+
+    def __init__(self, failing: set[str]) -> None:
+        self.failing = failing
+
+    async def retrieve_lane(self, query, scope):
+        if query in self.failing:
+            raise RuntimeError(f"lane down: {query}")
+        return await super().retrieve_lane(query, scope)
+
+
+@pytest.mark.parametrize(
+    ("failing", "lane_error"),
+    [(set(), None), ({"rw"}, "rewrite: RuntimeError: lane down: rw"), ({"Who discovered Polonium?"}, "raw: RuntimeError: lane down: Who discovered Polonium?")],
+)
+async def test_a_failed_lane_leaves_the_other(tmp_path, failing, lane_error) -> None:
+    async with _stack(tmp_path) as stack:
+        main = await stack.datasets.get("main_dataset")
+        scope = RetrievalScope(stack.memory, [main.id], 3, stack.llm)
+        port = StackTurn(
+            stack, "Who discovered Polonium?", _LaneFails(failing), scope,
+            user_id="u", session_id="s", mode="concurrent", requested_mode="concurrent", fallback_reason=None,
+        )
+        completion = await port.answer("Who discovered Polonium?", None, rewrite="rw")
+        assert port.record["lane_error"] == lane_error and port.record["llm_calls"]["answer"] == 1
+        if "rw" in failing or not failing:
+            assert "Marie Curie" in completion.text  # the raw lane survived
+
+
+async def test_both_lanes_failing_raise_the_raw_error(tmp_path) -> None:
+    async with _stack(tmp_path) as stack:
+        main = await stack.datasets.get("main_dataset")
+        scope = RetrievalScope(stack.memory, [main.id], 3, stack.llm)
+        port = StackTurn(
+            stack, "q", _LaneFails({"q", "rw"}), scope,
+            user_id="u", session_id="s", mode="concurrent", requested_mode="concurrent", fallback_reason=None,
+        )
+        with pytest.raises(RuntimeError, match="lane down: q$"):
+            await port.answer("q", None, rewrite="rw")
