@@ -190,17 +190,22 @@ async def answer(
     response_model: type[BaseModel] | None = None,
     instructions: str = ANSWER_INSTRUCTIONS,
     usage: dict[str, int] | None = None,
+    lines: Sequence[str] | None = None,
 ) -> Completion:
     """One LLM call answering ``query`` from ``items`` (one context line each) and the scope's history.
 
     The history goes into the system message, the context and question into the
     user message (the offline provider's convention, an ordinary grounded prompt
-    for real models). ``usage`` accumulates earlier calls of the same completion.
+    for real models). ``lines`` replaces the context lines when the caller
+    rendered the context itself (sections, a summary); the completion's context
+    and used ids stay those of ``items``. ``usage`` accumulates earlier calls of
+    the same completion.
     """
     from memlab.llm import context_prompt
 
     system = instructions + (f"\n\n{scope.history}" if scope.history else "")
-    messages = context_prompt(query, [item.text.replace("\n", " ") for item in items], instructions=system)
+    body = list(lines) if lines is not None else [item.text.replace("\n", " ") for item in items]
+    messages = context_prompt(query, body, instructions=system)
     result = await scope.llm.complete(messages, response_model=response_model)
     usage = dict(usage) if usage is not None else no_usage()
     add_usage(usage, result)

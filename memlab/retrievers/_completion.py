@@ -28,7 +28,7 @@ from memlab.retrievers._base import (
 )
 from memlab.retrievers._types import SearchType
 
-__all__ = ["AnswerFromContext", "CompletionRetriever", "answer_lines", "register_offline_default", "structured_call"]
+__all__ = ["AnswerFromContext", "CompletionRetriever", "register_offline_default", "structured_call"]
 
 
 class AnswerFromContext(Retriever):
@@ -65,33 +65,6 @@ class CompletionRetriever(AnswerFromContext):
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
         return await vector_items(query, scope, "chunks")
-
-
-async def answer_lines(
-    query: str,
-    lines: Sequence[str],
-    items: Sequence[SearchResultItem],
-    scope: RetrievalScope,
-    *,
-    response_model: type[BaseModel] | None = None,
-    instructions: str = ANSWER_INSTRUCTIONS,
-    usage: dict[str, int] | None = None,
-) -> Completion:
-    """:func:`answer` for a context the caller rendered itself: ``lines`` (sections, a summary) stand for ``items``.
-
-    The prompt layout (history in the system message, ``Context:`` / ``Question:``
-    in the user message) is :func:`answer`'s; the completion's context and used
-    node / edge ids are those of ``items``.
-    """
-    from memlab.llm import context_prompt
-
-    system = instructions + (f"\n\n{scope.history}" if scope.history else "")
-    result = await scope.llm.complete(context_prompt(query, list(lines), instructions=system), response_model=response_model)
-    usage = dict(usage) if usage is not None else no_usage()
-    add_usage(usage, result)
-    node_ids = list(dict.fromkeys(node for item in items for node in item.node_ids))
-    edge_ids = list(dict.fromkeys(edge for item in items for edge in item.edge_ids))
-    return Completion(result.text, list(items), result.structured, node_ids, edge_ids, usage)
 
 
 async def structured_call(

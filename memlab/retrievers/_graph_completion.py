@@ -47,7 +47,7 @@ from memlab.retrievers._base import (
     no_usage,
     vector_items,
 )
-from memlab.retrievers._completion import AnswerFromContext, answer_lines, register_offline_default, structured_call
+from memlab.retrievers._completion import AnswerFromContext, register_offline_default, structured_call
 from memlab.retrievers._types import SearchType
 
 __all__ = [
@@ -243,4 +243,4 @@ class GraphSummaryCompletionRetriever(GraphCompletionRetriever):
         messages = context_prompt(query, [item.text.replace("\n", " ") for item in items], instructions=SUMMARY_INSTRUCTIONS)
         summary = await scope.llm.complete(messages)
         add_usage(usage, summary)
-        return await answer_lines(query, [" ".join(summary.text.split())], items, scope, response_model=response_model, usage=usage)
+        return await answer(query, items, scope, lines=[" ".join(summary.text.split())], response_model=response_model, usage=usage)

@@ -17,8 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memlab.retrievers._base import ANSWER_INSTRUCTIONS, Completion, RetrievalScope, Retriever, SearchResultItem, vector_items
-from memlab.retrievers._completion import answer_lines
+from memlab.retrievers._base import ANSWER_INSTRUCTIONS, Completion, RetrievalScope, Retriever, SearchResultItem, answer, vector_items
 from memlab.retrievers._types import SearchType
 
 __all__ = ["HYBRID_INSTRUCTIONS", "HybridCompletionRetriever", "HybridSections", "answer_sections", "hybrid_sections"]
@@ -75,8 +74,8 @@ async def answer_sections(
     usage: dict[str, int] | None = None,
 ) -> Completion:
     """One answer call over the sectioned prompt; the completion's context is ``sections.ranked()``."""
-    return await answer_lines(
-        query, sections.lines(), sections.ranked(), scope, response_model=response_model, instructions=HYBRID_INSTRUCTIONS, usage=usage
+    return await answer(
+        query, sections.ranked(), scope, lines=sections.lines(), response_model=response_model, instructions=HYBRID_INSTRUCTIONS, usage=usage
     )
 
 
