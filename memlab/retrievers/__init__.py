@@ -1,6 +1,7 @@
-"""Retrieval layer: search types, query routing, the skill gate and recall scope.
+"""Retrieval layer: search types, query routing, the skill gate, recall scope, and one retriever per search type.
 
-Importing this package is light (stdlib only).
+Importing this package loads the standard library and pydantic only; numpy,
+faiss, networkx and litellm load when a retriever first runs.
 """
 
 from __future__ import annotations
