@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from memlab import (
     GraphRecallResponse,
@@ -202,3 +202,21 @@ async def test_empty_query_and_bad_arguments(filled):
         await filled.search("x", "NOT_A_TYPE")
     with pytest.raises(ValidationError):
         await filled.search("x", top_k=0)
+
+
+class Impossible(BaseModel):
+    year: int
+
+    @field_validator("year")
+    @classmethod
+    def _never(cls, value: int) -> int:
+        raise ValueError("no year is acceptable")
+
+
+async def test_unfillable_response_model_raises_with_the_raw_text(filled):
+    from memlab.llm import StructuredOutputError
+
+    with pytest.raises(StructuredOutputError) as failure:
+        await filled.recall("Who discovered Polonium?", query_type="GRAPH_COMPLETION", response_model=Impossible)
+    assert isinstance(failure.value, ValidationError) and failure.value.raw_text
+    assert (await filled.recall("Who discovered Polonium?", query_type="CHUNKS"))  # the stack still works
