@@ -6,6 +6,7 @@
     memlab bench cache [options]     cache backend throughput (see memlab.bench.cache)
     memlab bench ingest [options]    permanent-memory ingest and vector search (see memlab.bench.ingest)
     memlab bench recall [options]    retrieval quality and latency per search type (see memlab.bench.recall)
+    memlab bench modes [options]     session-turn latency and LLM cost per analysis mode (see memlab.bench.modes)
 """
 
 from __future__ import annotations
@@ -101,6 +102,20 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument("--queries", type=_positive_int, default=100, help="queries per type in the latency run (default: 100)")
     recall.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
     recall.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    modes = benches.add_parser(
+        "modes",
+        help="session-turn latency and LLM cost per analysis mode",
+        description="A seeded conversation over a remembered synthetic corpus, turn by turn through search() in each "
+        "turn-analysis mode (concurrent, sequential, off) with the offline LLM at a simulated latency: median/p95 "
+        "wall-clock per answered turn, LLM calls, tokens per turn, gated turns; concurrent/sequential and off over "
+        "a bare retrieval + answer baseline.",
+    )
+    modes.add_argument("--turns", type=_positive_int, default=200, help="conversation turns per mode (default: 200)")
+    modes.add_argument("--latency-ms", type=float, default=200.0, help="simulated latency per offline LLM call, ms (default: 200)")
+    modes.add_argument("--modes", type=_names, default=None, help="comma-separated analysis modes (default: concurrent,sequential,off)")
+    modes.add_argument("--json", type=Path, metavar="PATH", help="also write the rows (and the turns per mode) as JSON")
+    modes.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return parser
 
 
@@ -187,6 +202,25 @@ def _bench_recall(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_modes(args: argparse.Namespace) -> int:
+    from memlab.bench.modes import MODES, ModesBenchSpec, format_modes_table, run_bench_modes
+
+    unknown = [name for name in args.modes or () if name not in MODES]
+    if unknown or args.latency_ms < 0:
+        problem = f"--modes takes {', '.join(MODES)}; got {', '.join(unknown)}" if unknown else f"--latency-ms must be >= 0, got {args.latency_ms:g}"
+        print(f"memlab: error: {problem}", file=sys.stderr)
+        return 2
+    spec = ModesBenchSpec(turns=args.turns, latency_ms=args.latency_ms, **({"modes": args.modes} if args.modes else {}))
+    progress = None if args.quiet else (lambda line: print(f"bench: {line}", file=sys.stderr, flush=True))
+    rows, turns = asyncio.run(run_bench_modes(spec, progress=progress))
+    print(format_modes_table(rows, spec))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"rows": rows, "turns": turns}, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``memlab`` command; returns the exit status."""
     from memlab.exceptions import MemlabError
@@ -202,6 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _bench_ingest(args)
         if args.command == "bench" and args.bench == "recall":
             return _bench_recall(args)
+        if args.command == "bench" and args.bench == "modes":
+            return _bench_modes(args)
     except MemlabError as exc:
         print(f"memlab: error: {exc}", file=sys.stderr)
         return 1

@@ -8,14 +8,18 @@ triples at a realistic density. The same ``seed`` gives the same corpus on
 every machine and Python version (``random.Random`` with a fixed seed).
 :func:`synthetic_qa` adds one question per document with its gold answer and
 gold evidence (the document), for retrieval quality (``memlab bench recall``).
+:func:`synthetic_conversation` turns such questions into a chat (new questions,
+terse follow-ups, guidance statements, thanks, corrections) for the turn-analysis
+modes (``memlab bench modes``).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["QACorpus", "QAItem", "synthetic_documents", "synthetic_qa"]
+__all__ = ["CONVERSATION_KINDS", "ConversationTurn", "QACorpus", "QAItem", "synthetic_conversation", "synthetic_documents", "synthetic_qa"]
 
 _FIRST = (
     "Ada Alan Bela Carla Dmitri Elena Farid Greta Hiro Ines Jonas Kira Lars Mina Nadia Omar Petra Quentin Rosa "
@@ -164,3 +168,56 @@ def synthetic_qa(n: int, *, words: int = 120, seed: int = 0) -> QACorpus:
         _, question, field_name = rng.choice(_QA_TEMPLATES)
         questions.append(QAItem(question.format(**facts), facts[field_name], index))
     return QACorpus(documents, questions)
+
+
+#: weights of the next :func:`synthetic_conversation` turn's kind, after a question or follow-up ("asking")
+#: and after anything else ("other": a follow-up needs something to follow)
+CONVERSATION_KINDS = {
+    "asking": {"question": 0.35, "follow_up": 0.35, "guidance": 0.10, "thanks": 0.10, "correction": 0.10},
+    "other": {"question": 0.70, "follow_up": 0.0, "guidance": 0.10, "thanks": 0.10, "correction": 0.10},
+}
+_CONVERSATION_TEXTS = {
+    "follow_up": ("And when?", "Where was that?", "And who runs it?", "When was that?", "And where?", "Who leads it?"),
+    "guidance": (
+        "Please always answer briefly.",
+        "I prefer short answers.",
+        "Always mention the year when you know it.",
+        "I like answers that name the city.",
+        "Never guess when you are unsure.",
+    ),
+    "thanks": ("Thanks!", "ok", "Thanks, got it.", "Thank you.", "Okay."),
+    "correction": ("That's wrong.", "That is incorrect.", "No, that's not right."),
+}
+
+
+@dataclass(frozen=True)
+class ConversationTurn:
+    """One user message of a synthetic conversation: ``question``, ``follow_up``, ``guidance``, ``thanks`` or ``correction``."""
+
+    kind: str
+    text: str
+
+
+def synthetic_conversation(n: int, questions: Sequence[str], *, seed: int = 0) -> list[ConversationTurn]:
+    """``n`` user messages about a remembered corpus, each kind drawn by :data:`CONVERSATION_KINDS` weights.
+
+    New questions come from ``questions`` (e.g. a :class:`QACorpus`' question texts);
+    follow-ups are terse ("And when?", "Where was that?") and only follow a question
+    or another follow-up; guidance statements ("Please always answer briefly.",
+    "I prefer short answers."), thanks ("Thanks!", "ok") and corrections
+    ("That's wrong.") complete the mix. The first turn is a question. The same
+    ``seed`` gives the same conversation.
+    """
+    if n < 0 or not questions:
+        raise ValueError(f"need n >= 0 and at least one question; got n={n}, {len(questions)} questions")
+    rng = random.Random(seed)
+    turns: list[ConversationTurn] = []
+    for index in range(n):
+        if index == 0:
+            kind = "question"
+        else:
+            weights = CONVERSATION_KINDS["asking" if turns[-1].kind in ("question", "follow_up") else "other"]
+            kind = rng.choices(list(weights), list(weights.values()))[0]
+        text = rng.choice(questions) if kind == "question" else rng.choice(_CONVERSATION_TEXTS[kind])
+        turns.append(ConversationTurn(kind, text))
+    return turns

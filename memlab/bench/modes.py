@@ -1,0 +1,315 @@
+"""``memlab bench modes``: wall-clock and LLM cost per session turn in each turn-analysis mode.
+
+A seeded conversation (:func:`memlab.bench.corpus.synthetic_conversation`: new
+questions about a remembered :func:`~memlab.bench.corpus.synthetic_qa` corpus,
+terse follow-ups, guidance statements, thanks, corrections) runs turn by turn
+through ``stack.search(message, session_id=...)`` once per mode (``concurrent``,
+``sequential``, ``off``), each on a fresh stack: the fast hashing embedder and the
+offline LLM with a simulated ``latency_ms`` per call. The corpus is remembered
+first by a stack on the same data root without simulated latency (not timed).
+
+Reported per mode: median and p95 wall-clock of the answered turns (a
+``sequential`` turn gated by its analysis is counted apart), the LLM calls
+(answer / analysis), tokens in / out per turn, answered and gated turns, and
+turns that fell back to another mode. The ``baseline`` row is the raw ceiling:
+the plain retriever call ``get_retriever(search_type).get_completion(message,
+RetrievalScope(...))`` on the ``off`` stack (same memory, same latency), without
+the session machinery (no lock, no history, nothing stored), timed just before
+each ``off`` turn so both see the same machine load.
+
+Targets (issue 6): concurrent / sequential median <= 0.55 (0.5 when analysis and
+answer take equal time); ``off`` at most 5 % over the baseline median.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memlab.bench import _table
+
+MODES = ("concurrent", "sequential", "off")
+CONCURRENT_RATIO_TARGET = 0.55
+OFF_OVERHEAD_TARGET = 0.05
+SESSION_ID = "bench-modes"
+
+
+@dataclass(frozen=True)
+class ModesBenchSpec:
+    """What ``memlab bench modes`` runs."""
+
+    turns: int = 200
+    latency_ms: float = 200.0
+    modes: Sequence[str] = MODES
+    documents: int = 60
+    embedder: str = "memlab/hashing"
+    search_type: str = "GRAPH_COMPLETION"
+    top_k: int = 15
+    baseline: bool = True
+    seed: int = 0
+
+
+def conversation(spec: ModesBenchSpec) -> tuple[list[str], list[Any]]:
+    """The corpus documents and the conversation (:class:`~memlab.bench.corpus.ConversationTurn` s) of ``spec``."""
+    from memlab.bench.corpus import synthetic_conversation, synthetic_qa
+
+    corpus = synthetic_qa(spec.documents, seed=spec.seed)
+    return corpus.documents, synthetic_conversation(spec.turns, [item.question for item in corpus.questions], seed=spec.seed)
+
+
+def _config(root: Path, spec: ModesBenchSpec, mode: str, latency_ms: float) -> Any:
+    from memlab import StackConfig
+    from memlab.config import AnalysisConfig, EmbeddingConfig, LLMConfig
+
+    return StackConfig(
+        data_root=root,
+        embedding=EmbeddingConfig(model=spec.embedder),
+        llm=LLMConfig(offline_latency_ms=latency_ms),
+        analysis=AnalysisConfig(search_mode=mode),
+    )
+
+
+@asynccontextmanager
+async def bench_stack(root: Path, mode: str, spec: ModesBenchSpec, documents: Sequence[str]) -> AsyncIterator[Any]:
+    """An open stack of ``mode`` at ``spec.latency_ms`` over ``documents``, remembered beforehand without latency."""
+    from memlab import MemoryStack
+
+    async with MemoryStack.from_config(_config(root, spec, mode, 0.0)) as builder:
+        await builder.remember(list(documents), progress=False)
+    async with MemoryStack.from_config(_config(root, spec, mode, spec.latency_ms)) as stack:
+        yield stack
+
+
+async def baseline_scope(stack: Any, top_k: int) -> Any:
+    """A fresh :class:`~memlab.retrievers.RetrievalScope` over every dataset the default user reads (what ``search()`` uses)."""
+    from memlab.retrievers._base import RetrievalScope
+
+    user = await stack.users.resolve(None)
+    targets = await stack.datasets.list(user, "read")
+    return RetrievalScope(stack.memory, [dataset.id for dataset in targets], top_k, stack.llm)
+
+
+async def converse(
+    stack: Any,
+    turns: Sequence[Any],
+    *,
+    session_id: str = SESSION_ID,
+    search_type: str = "GRAPH_COMPLETION",
+    top_k: int = 15,
+    baseline: bool = False,
+) -> list[dict[str, Any]]:
+    """Send ``turns`` (``ConversationTurn`` s or strings) one by one through ``stack.search``; one row per turn.
+
+    Row: ``turn``, ``kind``, ``message``, ``wall_ms`` (around ``search()``), the turn
+    record's ``mode``, ``requested_mode``, ``fallback_reason``, ``answered``,
+    ``answer_calls``, ``analysis_calls``, ``tokens_in``, ``tokens_out``,
+    ``effective_query``, ``rewrite``, ``analysis_error``, ``guidance`` (ids served),
+    ``answer``; with ``baseline`` also ``baseline_ms`` / ``baseline_tokens_in`` /
+    ``baseline_tokens_out`` of the bare retriever call made just before the turn.
+    """
+    from memlab.retrievers import parse_search_type
+    from memlab.retrievers._registry import get_retriever
+
+    retriever = get_retriever(parse_search_type(search_type))
+    rows = []
+    for index, turn in enumerate(turns):
+        message = getattr(turn, "text", turn)
+        row: dict[str, Any] = {"turn": index, "kind": getattr(turn, "kind", None), "message": message}
+        if baseline:
+            scope = await baseline_scope(stack, top_k)  # outside the timing: search() resolves its targets inside
+            started = time.perf_counter()
+            bare = await retriever.get_completion(message, scope)
+            row["baseline_ms"] = (time.perf_counter() - started) * 1000
+            row["baseline_tokens_in"], row["baseline_tokens_out"] = bare.usage["tokens_in"], bare.usage["tokens_out"]
+        started = time.perf_counter()
+        [result] = await stack.search(message, search_type, session_id=session_id, top_k=top_k)
+        row["wall_ms"] = (time.perf_counter() - started) * 1000
+        record = result.raw["turn"]
+        row.update(
+            mode=record["mode"],
+            requested_mode=record["requested_mode"],
+            fallback_reason=record["fallback_reason"],
+            answered=bool(record["answered"]),
+            answer_calls=record["llm_calls"]["answer"],
+            analysis_calls=record["llm_calls"]["analysis"],
+            tokens_in=record["tokens_in"],
+            tokens_out=record["tokens_out"],
+            effective_query=record["effective_query"],
+            rewrite=record["rewrite"],
+            analysis_error=record["analysis_error"],
+            guidance=list(record["guidance_ids"]),
+            answer=result.text,
+        )
+        rows.append(row)
+    return rows
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    import numpy as np
+
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+def summary_row(mode: str, turns: Sequence[dict[str, Any]], *, wall: str = "wall_ms") -> dict[str, Any]:
+    """The figures of one mode (or of the baseline, ``wall="baseline_ms"``) over its turn rows."""
+    if wall == "baseline_ms":
+        answered = [row["baseline_ms"] for row in turns]
+        calls = {"answer_calls": len(turns), "analysis_calls": 0}
+        tokens = (sum(row["baseline_tokens_in"] for row in turns), sum(row["baseline_tokens_out"] for row in turns))
+        gated = fallbacks = errors = 0
+    else:
+        answered = [row[wall] for row in turns if row["answered"]]
+        calls = {name: sum(row[name] for row in turns) for name in ("answer_calls", "analysis_calls")}
+        tokens = (sum(row["tokens_in"] for row in turns), sum(row["tokens_out"] for row in turns))
+        gated = sum(1 for row in turns if not row["answered"])
+        fallbacks = sum(1 for row in turns if row["mode"] != row["requested_mode"])
+        errors = sum(1 for row in turns if row["analysis_error"])
+    n = len(turns)
+    return {
+        "kind": "baseline" if wall == "baseline_ms" else "mode",
+        "mode": mode,
+        "turns": n,
+        "answered": len(answered),
+        "gated": gated,
+        "fallbacks": fallbacks,
+        "analysis_errors": errors,
+        "median_ms": _percentile(answered, 50),
+        "p95_ms": _percentile(answered, 95),
+        "mean_ms_all_turns": sum(row[wall] for row in turns) / n if n else None,
+        **calls,
+        "tokens_in_per_turn": tokens[0] / n if n else None,
+        "tokens_out_per_turn": tokens[1] / n if n else None,
+        "vs": None,
+        "ratio": None,
+        "target": None,
+        "passed": None,
+    }
+
+
+def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fill ``vs`` / ``ratio`` / ``target`` / ``passed``: concurrent over sequential, off over the baseline."""
+    by_mode = {row["mode"]: row for row in rows}
+    for mode, against, target in (("concurrent", "sequential", CONCURRENT_RATIO_TARGET), ("off", "baseline", 1 + OFF_OVERHEAD_TARGET)):
+        row, other = by_mode.get(mode), by_mode.get(against)
+        if row is None or other is None or not row["median_ms"] or not other["median_ms"]:
+            continue
+        ratio = row["median_ms"] / other["median_ms"]
+        row.update(vs=against, ratio=ratio, target=target, passed=ratio <= target)
+    return rows
+
+
+async def run_bench_modes(
+    spec: ModesBenchSpec, progress: Callable[[str], None] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """(summary rows: one per mode in ``spec.modes`` order, the baseline after ``off``; the turn rows of each mode)."""
+    from memlab.retrievers import parse_search_type
+    from memlab.retrievers._registry import get_retriever
+
+    say = progress or (lambda line: None)
+    retriever = get_retriever(parse_search_type(spec.search_type))
+    documents, turns = conversation(spec)
+    rows, per_turn = [], {}
+    with tempfile.TemporaryDirectory(prefix="memlab-bench-modes-") as root:
+        for mode in spec.modes:
+            baseline = spec.baseline and mode == "off"
+            say(f"{mode}: remember {len(documents)} documents, then {len(turns)} turns at {spec.latency_ms:g} ms per LLM call"
+                + (" (with the bare baseline call before each turn)" if baseline else ""))
+            async with bench_stack(Path(root) / mode, mode, spec, documents) as stack:
+                if turns:  # warm-up (imports, caches), untimed
+                    await retriever.get_completion(turns[0].text, await baseline_scope(stack, spec.top_k))
+                found = await converse(stack, turns, search_type=spec.search_type, top_k=spec.top_k, baseline=baseline)
+            per_turn[mode] = found
+            rows.append(summary_row(mode, found))
+            if baseline:
+                rows.append(summary_row("baseline", found, wall="baseline_ms"))
+    return compare(rows), per_turn
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    return "" if row["passed"] is None else ("PASS" if row["passed"] else "MISS")
+
+
+def _ratio(row: dict[str, Any]) -> str:
+    if row["ratio"] is None:
+        return ""
+    if row["vs"] == "baseline":
+        return f"{(row['ratio'] - 1) * 100:+.1f} % over baseline"
+    return f"{row['ratio']:.3f} × {row['vs']}"
+
+
+def _target(row: dict[str, Any]) -> str:
+    if row["target"] is None:
+        return ""
+    if row["vs"] == "baseline":
+        return f"<= +{(row['target'] - 1) * 100:.0f} %"
+    return f"<= {row['target']:.2f}"
+
+
+def format_modes_table(rows: Sequence[dict[str, Any]], spec: ModesBenchSpec) -> str:
+    """The modes table as text."""
+    n = _table.number
+    table = _table.render(
+        ["mode", "turns", "answered", "gated", "fallbacks", "median ms", "p95 ms", "answer calls", "analysis calls",
+         "tok in/turn", "tok out/turn", "ratio", "target", "result"],
+        [
+            [
+                row["mode"], row["turns"], row["answered"], row["gated"], row["fallbacks"], n(row["median_ms"], 1), n(row["p95_ms"], 1),
+                n(row["answer_calls"]), n(row["analysis_calls"]), n(row["tokens_in_per_turn"], 0), n(row["tokens_out_per_turn"], 1),
+                _ratio(row), _target(row), _verdict(row),
+            ]
+            for row in rows
+        ],
+        right=range(1, 11),
+    )
+    notes = (
+        f"{spec.turns} turns of a seeded conversation (seed {spec.seed}) over {spec.documents} remembered synthetic_qa documents; "
+        f"stack.search(..., {spec.search_type}, top_k {spec.top_k}) turn by turn, a fresh stack per mode; "
+        f"offline LLM at {spec.latency_ms:g} ms per call, embedder {spec.embedder}.\n"
+        "median / p95: wall-clock of the answered turns (gated = turns the sequential analysis answered without retrieval). "
+        "baseline: the bare retriever get_completion() on the off stack, timed just before each off turn (no session machinery)."
+    )
+    return f"{table}\n\n{notes}"
+
+
+@dataclass
+class ModeRun:
+    """One mode's run of a conversation (:func:`run_conversation`), as DataFrames.
+
+    ``turns``: :func:`converse` rows; ``stored``: ``stack.frames.turns(session)``
+    (the turn records as stored); ``context``: ``stack.frames.context(session)``
+    (the guidance, feedback and watermark rows the session's analyses wrote).
+    """
+
+    mode: str
+    turns: Any
+    stored: Any
+    context: Any
+
+
+async def run_conversation(
+    modes: Sequence[str] = ("concurrent", "sequential"),
+    *,
+    turns: int = 20,
+    latency_ms: float = 100.0,
+    documents: int = 20,
+    seed: int = 0,
+    root: str | Path | None = None,
+) -> dict[str, ModeRun]:
+    """The same seeded conversation in each of ``modes`` (a fresh stack each, under ``root`` or a temporary directory)."""
+    import pandas as pd
+
+    spec = ModesBenchSpec(turns=turns, latency_ms=latency_ms, modes=tuple(modes), documents=documents, seed=seed)
+    corpus, conversation_turns = conversation(spec)
+    runs = {}
+    with tempfile.TemporaryDirectory(prefix="memlab-modes-") as scratch:
+        base = Path(root) if root is not None else Path(scratch)
+        for mode in spec.modes:
+            async with bench_stack(base / mode, mode, spec, corpus) as stack:
+                rows = await converse(stack, conversation_turns, search_type=spec.search_type, top_k=spec.top_k)
+                runs[mode] = ModeRun(mode, pd.DataFrame(rows), await stack.frames.turns(SESSION_ID), await stack.frames.context(SESSION_ID))
+    return runs
