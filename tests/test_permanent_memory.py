@@ -255,3 +255,13 @@ async def test_tagged_documents_get_their_own_collection(stack):
     assert len(vectors.collection("tagged_skills")) == 1
     with pytest.raises(ValidationError, match="tags"):
         await stack.remember("x", tags="skills")
+
+
+async def test_a_second_process_view_sees_a_regrown_dataset(tmp_path):
+    async with MemoryStack.from_config(_config(tmp_path)) as writer, MemoryStack.from_config(_config(tmp_path)) as reader:
+        first = await writer.remember(ALICE, dataset="docs")
+        assert (await reader.memory.graph(first.dataset_id)).number_of_nodes() > 0
+        await writer.forget(dataset="docs", memory_only=True)  # snapshot deleted: version numbering restarts
+        await writer.remember(BOB, dataset="docs")
+        graph = await reader.memory.graph(first.dataset_id)
+        assert "Pierre Curie" in _names(graph, "entity") and "Polonium" not in _names(graph, "entity")

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import fcntl
 import logging
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -100,11 +101,10 @@ class PermanentMemory:
         return (await self._current(dataset_id)).vectors
 
     def snapshot_token(self, dataset_id: uuid.UUID) -> str | None:
-        """The name of the dataset's committed snapshot (None before the first cognify or after the dataset was forgotten).
+        """An id of the dataset's committed snapshot (None before the first cognify or after the dataset was forgotten).
 
-        It changes whenever remember / forget replace the snapshot, so derived indexes key on it.
-        Deleting a dataset's whole snapshot restarts the numbering: pair it with the
-        :meth:`graph` object's identity to tell two lives of one dataset apart.
+        It changes whenever remember / forget replace the snapshot (also when a
+        forgotten dataset is rebuilt), so derived indexes key on it.
         """
         return self._token(dataset_id)
 
@@ -231,8 +231,17 @@ class PermanentMemory:
         return self.root / str(dataset_id)
 
     def _token(self, dataset_id: uuid.UUID) -> str | None:
+        """The committed version plus the pointer file's identity: unique per save.
+
+        Version names restart after a dataset's snapshot is deleted; the pointer is
+        replaced (a new inode, a new mtime) on every save, so a regrown dataset never
+        repeats an old token.
+        """
+        pointer = self._dir(dataset_id) / "CURRENT"
         try:
-            return (self._dir(dataset_id) / "CURRENT").read_text()
+            with open(pointer, "rb") as handle:
+                stat = os.fstat(handle.fileno())
+                return f"{handle.read().decode('ascii', 'replace').strip()}:{stat.st_ino}:{stat.st_mtime_ns}"
         except FileNotFoundError:
             return None
 
