@@ -197,6 +197,23 @@ class VectorIndex:
             for row_s, row_l in zip(similarities, labels)
         ]
 
+    def search_among(self, query: np.ndarray, ids: Iterable[str], top_k: int) -> list[tuple[str, float]]:
+        """:meth:`search` restricted to ``ids`` (unknown ids are skipped): scores only those vectors.
+
+        For a filtered search over a small subset (a time window, a tag): its cost
+        grows with ``len(ids)``, not with the collection.
+        """
+        if not isinstance(query, np.ndarray) or query.shape != (self._dim,):
+            raise ValidationError(f"query must be a numpy array of shape ({self._dim},), got {getattr(query, 'shape', type(query).__name__)}")
+        k = _positive_int("top_k", top_k)
+        keys = [key for key in dict.fromkeys(ids) if key in self._label_of]
+        if not keys:
+            return []
+        labels = np.asarray([self._label_of[key] for key in keys], dtype=np.int64)
+        scores = self._index.reconstruct_batch(labels) @ np.asarray(query, dtype=np.float32)
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [(keys[int(row)], min(2.0, max(0.0, 1.0 - float(scores[row])))) for row in order]
+
     # --- persistence --------------------------------------------------------------
 
     def to_state(self) -> tuple[np.ndarray, dict[str, Any]]:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -160,21 +159,11 @@ def _build(graph: Any) -> list[_DateMention]:
 
 
 async def _nearest_among(query: str, scope: RetrievalScope, dataset_id: Any, candidates: dict[str, list[str]]) -> list[tuple[str, float]]:
-    """The ``top_k`` candidates nearest the query in ``chunks``: widen the vector search until enough are found."""
+    """The ``top_k`` candidates nearest the query in ``chunks`` (only the candidates' vectors are scored)."""
     vectors = await scope.memory.vectors(dataset_id)
-    if "chunks" not in vectors.names():
+    if "chunks" not in vectors.names() or not len(vectors.collection("chunks")):
         return []
-    collection = vectors.collection("chunks")
-    total = len(collection)
-    if not total:
-        return []
-    vector = await scope.embed(query)
-    k = min(total, max(64, math.ceil(2 * scope.top_k * total / len(candidates))))
-    while True:
-        hits = [(chunk_id, distance) for chunk_id, distance in collection.search(vector, k) if chunk_id in candidates]
-        if len(hits) >= scope.top_k or k == total:
-            return hits[: scope.top_k]
-        k = min(total, k * 4)
+    return vectors.collection("chunks").search_among(await scope.embed(query), candidates, scope.top_k)
 
 
 class TemporalRetriever(Retriever):

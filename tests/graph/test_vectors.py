@@ -11,6 +11,7 @@ import pytest
 from memlab import ConfigError, ValidationError
 from memlab.bench.ingest import chunk_vectors
 from memlab.graph import VectorIndex, VectorStore, vector_search_latency
+from memlab.graph._vector_bench import clustered_unit_vectors
 from memlab.graph._vectors import VECTOR_FORMAT
 
 DIM = 32
@@ -255,3 +256,17 @@ def test_benchmark_runs_at_small_n() -> None:
         vector_search_latency(n=10, spread=0)
     with pytest.raises(ValidationError, match="batch"):
         vector_search_latency(n=10, batch=0)
+
+
+def test_search_among_scores_only_the_given_ids() -> None:
+    vectors = clustered_unit_vectors(300, 32, clusters=5, seed=3)
+    index = VectorIndex(32, space="t")
+    ids = [f"v{i}" for i in range(300)]
+    index.add(ids, vectors)
+    subset = ids[::7]
+    got = index.search_among(vectors[0], subset + ["missing"], 10)
+    assert [key for key, _ in got] == [key for key, _ in index.search(vectors[0], 300) if key in set(subset)][:10]
+    assert got[0] == ("v0", pytest.approx(0.0, abs=1e-3))
+    assert index.search_among(vectors[0], ["missing"], 5) == []
+    with pytest.raises(ValidationError):
+        index.search_among(vectors[:2], subset, 5)
