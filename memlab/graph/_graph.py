@@ -252,36 +252,39 @@ class KnowledgeGraph:
 
     # --- serialisation ------------------------------------------------------------
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict of the whole graph (supporters as sorted lists); :meth:`from_dict` inverts it exactly."""
-        nodes = []
-        for nid, data in self._g.nodes(data=True):
-            attrs = {k: v for k, v in data.items() if k not in _NODE_FIELDS}
-            nodes.append(
-                {
-                    "id": nid,
-                    "type": data["type"],
-                    "name": data["name"],
-                    "text": data["text"],
-                    "attrs": _copy_json(attrs),
-                    "supporters": sorted(self._supporters[nid]),
-                }
-            )
-        edges = []
-        for eid, (source, target) in self._ends.items():
-            data = self._g.edges[source, target, eid]
-            attrs = {k: v for k, v in data.items() if k not in _EDGE_FIELDS}
-            edges.append(
-                {
-                    "id": eid,
-                    "source": source,
-                    "relation": data["relation"],
-                    "target": target,
-                    "text": data["text"],
-                    "attrs": _copy_json(attrs),
-                    "supporters": sorted(self._supporters[eid]),
-                }
-            )
+    def to_dict(self, *, copy: bool = True) -> dict[str, Any]:
+        """A JSON-safe dict of the whole graph (supporters as sorted lists); :meth:`from_dict` inverts it exactly.
+
+        ``copy=False`` skips the deep copy of attribute values: the result then
+        shares lists and dicts with the graph and must only be read (serialised)
+        before the graph changes again; snapshots use it.
+        """
+        clone = _copy_json if copy else _same
+        nodes = [
+            {
+                "id": nid,
+                "type": data["type"],
+                "name": data["name"],
+                "text": data["text"],
+                "attrs": clone({k: v for k, v in data.items() if k not in _NODE_FIELDS}),
+                "supporters": sorted(self._supporters[nid]),
+            }
+            for nid, data in self._g.nodes(data=True)
+        ]
+        edges = [
+            {
+                "id": eid,
+                "source": source,
+                "relation": data["relation"],
+                "target": target,
+                "text": data["text"],
+                "attrs": clone({k: v for k, v in data.items() if k not in _EDGE_FIELDS}),
+                "supporters": sorted(self._supporters[eid]),
+            }
+            for source, target, eid, data in self._g.edges(keys=True, data=True)
+        ]
+        order = {eid: index for index, eid in enumerate(self._ends)}  # insertion order, as from_dict replays it
+        edges.sort(key=lambda edge: order[edge["id"]])
         return {"format": GRAPH_FORMAT, "nodes": nodes, "edges": edges}
 
     @classmethod
@@ -367,6 +370,10 @@ def _check_json(path: str, value: object) -> None:
             _check_json(f"{path}.{key}", item)
         return
     raise ValidationError(f"attribute {path!r} must be a JSON value (str, number, bool, None, list, dict), got {type(value).__name__}")
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _copy_json(value: Any) -> Any:

@@ -65,7 +65,7 @@ def save_snapshot(directory: str | os.PathLike[str], graph: KnowledgeGraph, vect
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"meta must be JSON-safe: {exc}") from exc
 
-    files: dict[str, bytes | memoryview] = {_GRAPH_FILE: _json_bytes(graph.to_dict())}
+    files: dict[str, bytes | memoryview] = {_GRAPH_FILE: _json_bytes(graph.to_dict(copy=False))}
     for name in vectors.names():
         blob, state = vectors.collection(name).to_state()
         files[f"{name}.faiss"] = memoryview(blob)
