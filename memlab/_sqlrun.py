@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import random
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -173,9 +175,19 @@ class SQLiteRunner:
         dbapi_connection.isolation_level = None  # transactions are explicit
         cursor = dbapi_connection.cursor()
         # switching a new file to WAL needs an exclusive lock: wait for it (other
-        # processes may be opening the same file), then set the working timeout
+        # processes may be opening the same file), then set the working timeout.
+        # When two connections race for that lock SQLite refuses one at once,
+        # without calling the busy handler (it would deadlock): retry it here.
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode=WAL")
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                cursor.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(random.uniform(0.002, 0.02))
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
 

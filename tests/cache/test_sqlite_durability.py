@@ -91,3 +91,31 @@ async def test_storage_bounded_under_100k_appends_and_sweep_removes_rows(tmp_pat
         assert conn.execute("SELECT COUNT(*) FROM cache_session_state").fetchone() == (0,)
     finally:
         conn.close()
+
+
+def test_connections_racing_to_switch_a_fresh_file_to_wal_all_succeed(tmp_path):
+    """SQLite refuses one of two connections racing for WAL's exclusive lock without waiting; open retries it."""
+    import threading
+
+    from memlab._sqlrun import SQLiteRunner
+
+    for attempt in range(60):
+        path = tmp_path / f"race{attempt}.db"
+        errors: list[BaseException] = []
+
+        def configure() -> None:
+            conn = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False)
+            try:
+                SQLiteRunner._configure(conn, 0)
+                assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            except BaseException as exc:  # collected: a thread's failure must fail the test
+                errors.append(exc)
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=configure) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
