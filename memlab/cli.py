@@ -119,6 +119,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _progress(args: argparse.Namespace):
+    """A progress printer on stderr, or None with ``--quiet``."""
+    return None if args.quiet else (lambda line: print(f"bench: {line}", file=sys.stderr, flush=True))
+
+
+def _write_json(path: Path | None, document: object) -> None:
+    """Write ``document`` as JSON to ``path`` (``--json``; nothing when None)."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(document, indent=2) + "\n")
+        print(f"\nwrote {path}")
+
+
 def _demo() -> int:
     from memlab.config import StackConfig
     from memlab.demo import run_demo
@@ -143,14 +156,11 @@ def _bench_cache(args: argparse.Namespace) -> int:
         per_session=args.per_session,
         raw_ceiling=not args.no_raw,
     )
-    progress = None if args.quiet else (lambda line: print(f"bench: {line}", file=sys.stderr, flush=True))
+    progress = _progress(args)
     rows = run_bench_cache(spec, progress=progress)
     env = environment()
     print(format_table(rows, spec, env))
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results_document(rows, spec, env), indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    _write_json(args.json, results_document(rows, spec, env))
     return 0
 
 
@@ -170,13 +180,10 @@ def _bench_ingest(args: argparse.Namespace) -> int:
         dims=dims,
         queries=args.queries,
     )
-    progress = None if args.quiet else (lambda line: print(f"bench: {line}", file=sys.stderr, flush=True))
+    progress = _progress(args)
     rows = asyncio.run(run_bench_ingest(spec, progress=progress))
     print(format_ingest_table(rows))
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(rows, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    _write_json(args.json, rows)
     return 0
 
 
@@ -192,13 +199,10 @@ def _bench_recall(args: argparse.Namespace) -> int:
         latency_documents=max(0, args.latency_documents),
         queries=args.queries,
     )
-    progress = None if args.quiet else (lambda line: print(f"bench: {line}", file=sys.stderr, flush=True))
+    progress = _progress(args)
     rows = asyncio.run(run_bench_recall(spec, progress=progress))
     print(format_recall_table(rows, spec))
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(rows, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    _write_json(args.json, rows)
     return 0
 
 
@@ -211,13 +215,10 @@ def _bench_modes(args: argparse.Namespace) -> int:
         print(f"memlab: error: {problem}", file=sys.stderr)
         return 2
     spec = ModesBenchSpec(turns=args.turns, latency_ms=args.latency_ms, **({"modes": args.modes} if args.modes else {}))
-    progress = None if args.quiet else (lambda line: print(f"bench: {line}", file=sys.stderr, flush=True))
+    progress = _progress(args)
     rows, turns = asyncio.run(run_bench_modes(spec, progress=progress))
     print(format_modes_table(rows, spec))
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"rows": rows, "turns": turns}, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    _write_json(args.json, {"rows": rows, "turns": turns})
     return 0
 
 

@@ -39,3 +39,15 @@ def size(num_bytes: int | None) -> str:
             return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def verdict(row: dict) -> str:
+    """``PASS`` / ``MISS`` for a row whose ``passed`` is a bool; ``""`` when it has no target."""
+    return "" if row["passed"] is None else ("PASS" if row["passed"] else "MISS")
+
+
+def percentile(values: Sequence[float], q: float, *, scale: float = 1.0) -> float | None:
+    """The ``q``-th percentile of ``values`` times ``scale`` (1000 turns seconds into ms); None for no values."""
+    import numpy as np
+
+    return float(np.percentile(values, q)) * scale if len(values) else None

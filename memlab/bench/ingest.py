@@ -80,15 +80,14 @@ async def ingest_run(embedder: str, documents: list[str], *, root: Path) -> dict
 
 
 def _latencies(search, queries) -> tuple[float, float]:
-    import numpy as np
-
-    search(queries[0])  # warm-up
-    timings = np.empty(len(queries))
-    for row, query in enumerate(queries):
+    """p50 and p95 ms of ``search(query)`` over ``queries`` (after one warm-up call)."""
+    search(queries[0])
+    timings = []
+    for query in queries:
         begin = time.perf_counter()
         search(query)
-        timings[row] = time.perf_counter() - begin
-    return float(np.percentile(timings, 50)) * 1000, float(np.percentile(timings, 95)) * 1000
+        timings.append(time.perf_counter() - begin)
+    return _table.percentile(timings, 50, scale=1000), _table.percentile(timings, 95, scale=1000)
 
 
 def chunk_vectors(n: int, dim: int, *, queries: int, seed: int) -> tuple[Any, Any]:
@@ -162,10 +161,6 @@ async def run_bench_ingest(spec: IngestBenchSpec, progress: Callable[[str], None
     return rows
 
 
-def _verdict(row: dict[str, Any]) -> str:
-    return "" if row["passed"] is None else ("PASS" if row["passed"] else "MISS")
-
-
 def format_ingest_table(rows: Sequence[dict[str, Any]]) -> str:
     """The ingest and vector tables as text."""
     n = _table.number
@@ -180,7 +175,7 @@ def format_ingest_table(rows: Sequence[dict[str, Any]]) -> str:
                     [
                         row["embedder"], n(row["documents"]), n(row["chunks"]), n(row["seconds"], 2), n(row["docs_per_s"], 1),
                         n(row["chunks_per_s"], 1), n(row.get("extract_s"), 2), n(row.get("embed_s"), 2), n(row.get("write_s"), 2),
-                        f">= {row['target']:.0f} docs/s" if row["target"] else "", _verdict(row),
+                        f">= {row['target']:.0f} docs/s" if row["target"] else "", _table.verdict(row),
                     ]
                     for row in ingest
                 ],
@@ -195,7 +190,7 @@ def format_ingest_table(rows: Sequence[dict[str, Any]]) -> str:
                     [
                         row["index"], row["mode"], n(row["vectors"]), row["dim"], row["top_k"], n(row["p50_ms"], 2), n(row["p95_ms"], 2),
                         n(row["build_s"], 2), n(row["recall_at_k"], 3) if row["recall_at_k"] is not None else "—",
-                        f"p50 <= {row['target']:.0f} ms" if row["target"] else "", _verdict(row),
+                        f"p50 <= {row['target']:.0f} ms" if row["target"] else "", _table.verdict(row),
                     ]
                     for row in vector
                 ],

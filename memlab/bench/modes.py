@@ -149,12 +149,6 @@ async def converse(
     return rows
 
 
-def _percentile(values: Sequence[float], q: float) -> float | None:
-    import numpy as np
-
-    return float(np.percentile(values, q)) if len(values) else None
-
-
 def summary_row(mode: str, turns: Sequence[dict[str, Any]], *, wall: str = "wall_ms") -> dict[str, Any]:
     """The figures of one mode (or of the baseline, ``wall="baseline_ms"``) over its turn rows."""
     if wall == "baseline_ms":
@@ -178,8 +172,8 @@ def summary_row(mode: str, turns: Sequence[dict[str, Any]], *, wall: str = "wall
         "gated": gated,
         "fallbacks": fallbacks,
         "analysis_errors": errors,
-        "median_ms": _percentile(answered, 50),
-        "p95_ms": _percentile(answered, 95),
+        "median_ms": _table.percentile(answered, 50),
+        "p95_ms": _table.percentile(answered, 95),
         "mean_ms_all_turns": sum(row[wall] for row in turns) / n if n else None,
         **calls,
         "tokens_in_per_turn": tokens[0] / n if n else None,
@@ -230,10 +224,6 @@ async def run_bench_modes(
     return compare(rows), per_turn
 
 
-def _verdict(row: dict[str, Any]) -> str:
-    return "" if row["passed"] is None else ("PASS" if row["passed"] else "MISS")
-
-
 def _ratio(row: dict[str, Any]) -> str:
     if row["ratio"] is None:
         return ""
@@ -260,7 +250,7 @@ def format_modes_table(rows: Sequence[dict[str, Any]], spec: ModesBenchSpec) -> 
             [
                 row["mode"], row["turns"], row["answered"], row["gated"], row["fallbacks"], n(row["median_ms"], 1), n(row["p95_ms"], 1),
                 n(row["answer_calls"]), n(row["analysis_calls"]), n(row["tokens_in_per_turn"], 0), n(row["tokens_out_per_turn"], 1),
-                _ratio(row), _target(row), _verdict(row),
+                _ratio(row), _target(row), _table.verdict(row),
             ]
             for row in rows
         ],

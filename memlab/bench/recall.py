@@ -95,18 +95,12 @@ async def quality_rows(spec: RecallBenchSpec, root: Path, say: Callable[[str], N
                     "hit_at_5": hit5,
                     "mrr": sum(1 / rank for rank in ranks if rank is not None) / n,
                     "answer_accuracy": correct / n if name in COMPLETION_TYPES else None,
-                    "context_p50_ms": _percentile(timings, 50),
+                    "context_p50_ms": _table.percentile(timings, 50, scale=1000),
                     "target": HIT5_TARGET if name == "CHUNKS" else None,
                     "passed": hit5 >= HIT5_TARGET if name == "CHUNKS" else None,
                 }
             )
     return rows
-
-
-def _percentile(values: Sequence[float], q: float) -> float:
-    import numpy as np
-
-    return float(np.percentile(values, q)) * 1000
 
 
 async def latency_rows(spec: RecallBenchSpec, root: Path, say: Callable[[str], None]) -> list[dict[str, Any]]:
@@ -130,7 +124,7 @@ async def latency_rows(spec: RecallBenchSpec, root: Path, say: Callable[[str], N
                 begin = time.perf_counter()
                 await stack.recall(question, query_type=name, datasets=["main_dataset"], top_k=spec.top_k)
                 timings.append(time.perf_counter() - begin)
-            p50 = _percentile(timings, 50)
+            p50 = _table.percentile(timings, 50, scale=1000)
             rows.append(
                 {
                     "kind": "latency",
@@ -138,7 +132,7 @@ async def latency_rows(spec: RecallBenchSpec, root: Path, say: Callable[[str], N
                     "chunks": stored.chunk_count,
                     "queries": len(asked),
                     "p50_ms": p50,
-                    "p95_ms": _percentile(timings, 95),
+                    "p95_ms": _table.percentile(timings, 95, scale=1000),
                     "build_s": build_s,
                     "target": LATENCY_TARGET_MS,
                     "passed": p50 <= LATENCY_TARGET_MS,
@@ -158,10 +152,6 @@ async def run_bench_recall(spec: RecallBenchSpec, progress: Callable[[str], None
     return rows
 
 
-def _verdict(row: dict[str, Any]) -> str:
-    return "" if row["passed"] is None else ("PASS" if row["passed"] else "MISS")
-
-
 def format_recall_table(rows: Sequence[dict[str, Any]], spec: RecallBenchSpec) -> str:
     """The quality and latency tables as text."""
     n = _table.number
@@ -176,7 +166,7 @@ def format_recall_table(rows: Sequence[dict[str, Any]], spec: RecallBenchSpec) -
                     [
                         row["search_type"], row["questions"], n(row["hit_at_1"], 3), n(row["hit_at_5"], 3), n(row["mrr"], 3),
                         n(row["answer_accuracy"], 3), n(row["context_p50_ms"], 1),
-                        f"hit@5 >= {row['target']}" if row["target"] else "", _verdict(row),
+                        f"hit@5 >= {row['target']}" if row["target"] else "", _table.verdict(row),
                     ]
                     for row in quality
                 ],
@@ -189,7 +179,7 @@ def format_recall_table(rows: Sequence[dict[str, Any]], spec: RecallBenchSpec) -
                 ["search type", "chunks", "queries", "p50 ms", "p95 ms", "target", "result"],
                 [
                     [row["search_type"], n(row["chunks"]), row["queries"], n(row["p50_ms"], 2), n(row["p95_ms"], 2),
-                     f"p50 <= {row['target']:.0f} ms", _verdict(row)]
+                     f"p50 <= {row['target']:.0f} ms", _table.verdict(row)]
                     for row in latency
                 ],
                 right=range(1, 5),
