@@ -8,22 +8,20 @@ import uuid
 
 import pytest
 
-from memlab import MemoryStack, PermissionDeniedError, StackConfig, ValidationError
-from memlab.config import EmbeddingConfig, LLMConfig
+from memlab import MemoryStack, PermissionDeniedError, ValidationError
+from memlab.config import LLMConfig
 from memlab.llm import LLMError
-from memlab.testing import FakeClock
+from memlab.testing import FakeClock, fast_config
 
 ALICE = "Marie Curie worked in Paris. Marie Curie discovered Polonium in 1898."
 BOB = "Pierre Curie married Marie Curie in 1895. Pierre Curie taught in Paris."
 
 
-def _config(root, **overrides) -> StackConfig:
-    return StackConfig(data_root=root, embedding=EmbeddingConfig(model="memlab/hashing"), **overrides)
 
 
 @pytest.fixture
 async def stack(tmp_path):
-    async with MemoryStack.from_config(_config(tmp_path), clock=FakeClock()) as opened:
+    async with MemoryStack.from_config(fast_config(tmp_path), clock=FakeClock()) as opened:
         yield opened
 
 
@@ -32,7 +30,7 @@ def _names(graph, type_):
 
 
 async def test_remember_builds_graph_and_reloads_after_restart(tmp_path):
-    async with MemoryStack.from_config(_config(tmp_path)) as stack:
+    async with MemoryStack.from_config(fast_config(tmp_path)) as stack:
         result = await stack.remember([ALICE, BOB])
         assert result.status == "completed" and len(result.data_ids) == 2 and result.new_data_ids == result.data_ids
         assert result.chunk_count == 2 and result.node_count > 0 and result.edge_count > 0
@@ -41,7 +39,7 @@ async def test_remember_builds_graph_and_reloads_after_restart(tmp_path):
         before = graph.to_dict()
         hits = await stack.memory.search(result.dataset_id, "chunks", "Who discovered Polonium?", 1)
         assert graph.node(hits[0][0])["text"] == ALICE
-    async with MemoryStack.from_config(_config(tmp_path)) as again:
+    async with MemoryStack.from_config(fast_config(tmp_path)) as again:
         reloaded = await again.memory.graph(result.dataset_id)
         assert reloaded.to_dict() == before
         assert await again.memory.search(result.dataset_id, "chunks", "Who discovered Polonium?", 1) == hits
@@ -181,10 +179,10 @@ async def test_files_and_bad_paths(stack, tmp_path):
 
 
 async def test_failed_cognify_keeps_previous_graph_and_records_the_error(tmp_path):
-    async with MemoryStack.from_config(_config(tmp_path)) as stack:
+    async with MemoryStack.from_config(fast_config(tmp_path)) as stack:
         first = await stack.remember(ALICE)
         before = (await stack.memory.graph(first.dataset_id)).to_dict()
-    broken = _config(tmp_path, llm=LLMConfig(model="memlab-missing-provider/none", api_key="sk-secretsecretsecret123"))
+    broken = fast_config(tmp_path, llm=LLMConfig(model="memlab-missing-provider/none", api_key="sk-secretsecretsecret123"))
     async with MemoryStack.from_config(broken) as stack:
         with pytest.raises(LLMError) as failure:
             await stack.remember(BOB)
@@ -213,7 +211,7 @@ async def test_improve_bridges_session_turns(stack):
 
 
 async def test_remember_in_session_self_improves_in_background(tmp_path):
-    async with MemoryStack.from_config(_config(tmp_path, llm=LLMConfig(offline_latency_ms=50))) as stack:
+    async with MemoryStack.from_config(fast_config(tmp_path, llm=LLMConfig(offline_latency_ms=50))) as stack:
         stored = await stack.remember("Ada Lovelace wrote the first program.", session_id="chat")
         assert stored.status == "session_stored"
         assert await stack.datasets.get("main_dataset") is None or not await stack.datasets.list_data("main_dataset")
@@ -222,7 +220,7 @@ async def test_remember_in_session_self_improves_in_background(tmp_path):
         assert record.tags == ["session:chat"]
         await stack.remember("No improvement here.", session_id="quiet", self_improvement=False)
         assert not stack._improving
-    async with MemoryStack.from_config(_config(tmp_path)) as reopened:
+    async with MemoryStack.from_config(fast_config(tmp_path)) as reopened:
         assert len(await reopened.datasets.list_data("main_dataset")) == 1
 
 
@@ -258,7 +256,7 @@ async def test_tagged_documents_get_their_own_collection(stack):
 
 
 async def test_a_second_process_view_sees_a_regrown_dataset(tmp_path):
-    async with MemoryStack.from_config(_config(tmp_path)) as writer, MemoryStack.from_config(_config(tmp_path)) as reader:
+    async with MemoryStack.from_config(fast_config(tmp_path)) as writer, MemoryStack.from_config(fast_config(tmp_path)) as reader:
         first = await writer.remember(ALICE, dataset="docs")
         assert (await reader.memory.graph(first.dataset_id)).number_of_nodes() > 0
         await writer.forget(dataset="docs", memory_only=True)  # snapshot deleted: version numbering restarts

@@ -12,26 +12,23 @@ from memlab import (
     SearchType,
     SessionRecallResponse,
     SkillRecallResponse,
-    StackConfig,
     SystemRecallResponse,
     ValidationError,
 )
-from memlab.config import EmbeddingConfig, LLMConfig, RecallConfig
+from memlab.config import LLMConfig, RecallConfig
 from memlab.llm import LLMError
-from memlab.testing import FakeClock
+from memlab.testing import FakeClock, fast_config
 
 CURIE = "Marie Curie discovered Polonium in 1898. Marie Curie worked in Paris."
 TURING = "Alan Turing worked at Bletchley Park in 1941. Alan Turing described the Turing machine."
 DEPLOY = "# Deploy the service\n\nHow to deploy the service: build the image, run the migrations, then restart the workers."
 
 
-def _config(root, **overrides) -> StackConfig:
-    return StackConfig(data_root=root, embedding=EmbeddingConfig(model="memlab/hashing"), **overrides)
 
 
 @pytest.fixture
 async def stack(tmp_path):
-    async with MemoryStack.from_config(_config(tmp_path), clock=FakeClock()) as opened:
+    async with MemoryStack.from_config(fast_config(tmp_path), clock=FakeClock()) as opened:
         yield opened
 
 
@@ -50,7 +47,7 @@ async def test_fresh_memory_answers_with_a_warming_up_marker(stack):
 
 
 async def test_failed_build_marker_then_warm_after_a_good_build(tmp_path):
-    broken = _config(tmp_path, llm=LLMConfig(model="memlab-missing-provider/none"))
+    broken = fast_config(tmp_path, llm=LLMConfig(model="memlab-missing-provider/none"))
     async with MemoryStack.from_config(broken) as stack:
         with pytest.raises(LLMError):
             await stack.remember("Contact alice@example.com about Polonium.")
@@ -58,7 +55,7 @@ async def test_failed_build_marker_then_warm_after_a_good_build(tmp_path):
         assert marker.status == "build_failed" and marker.error_class == "LLMError"
         assert marker.error_message and "alice@example.com" not in marker.error_message
         assert "LLMError" in marker.text
-    async with MemoryStack.from_config(_config(tmp_path)) as stack:
+    async with MemoryStack.from_config(fast_config(tmp_path)) as stack:
         await stack.remember(CURIE)
         results = await stack.recall("Who discovered Polonium?")
         assert results and all(isinstance(result, GraphRecallResponse) for result in results)
@@ -72,7 +69,7 @@ async def test_cold_graph_is_silent_beside_other_sources(stack):
 
 
 async def test_warmup_can_be_switched_off(tmp_path):
-    async with MemoryStack.from_config(_config(tmp_path, recall=RecallConfig(warmup_shortcircuit=False))) as stack:
+    async with MemoryStack.from_config(fast_config(tmp_path, recall=RecallConfig(warmup_shortcircuit=False))) as stack:
         assert await stack.recall("Who discovered Polonium?") == []
 
 
@@ -165,7 +162,7 @@ async def test_skill_gate_adds_skills_for_one_dataset(stack):
 
 
 async def test_skill_gate_can_be_disabled(tmp_path):
-    async with MemoryStack.from_config(_config(tmp_path, recall=RecallConfig(skill_gate_enabled=False))) as stack:
+    async with MemoryStack.from_config(fast_config(tmp_path, recall=RecallConfig(skill_gate_enabled=False))) as stack:
         await stack.remember(DEPLOY, dataset="ops", tags=["skills"])
         results = await stack.recall("How do I deploy the service?", datasets=["ops"])
         assert not any(isinstance(r, SkillRecallResponse) for r in results)

@@ -1,4 +1,4 @@
-"""Shipped test tools: a fake clock, the backend conformance suite, backend suppliers, state machines.
+"""Shipped test tools: a fake clock, the backend conformance suite, backend suppliers, state machines, a fast stack config.
 
 ``FakeClock`` is light; the rest import pytest / hypothesis and load on first use.
 """
@@ -13,6 +13,7 @@ __all__ = [
     "FakeClock",
     "SUPPLIERS",
     "agreement_machine",
+    "fast_config",
     "server_url",
     "supply_backend",
 ]
@@ -25,6 +26,7 @@ _LAZY = {
     "CacheBackendSuite": "memlab.testing.conformance",
     "CacheAgreementMachine": "memlab.testing.machines",
     "agreement_machine": "memlab.testing.machines",
+    "fast_config": "memlab.testing._config",
 }
 
 

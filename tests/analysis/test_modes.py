@@ -11,13 +11,13 @@ import pytest
 from memlab import MemoryStack, SearchType, StackConfig, ValidationError
 from memlab._turn import StackTurn
 from memlab.analysis import ConcurrentMode, OffMode, SequentialMode
-from memlab.config import AnalysisConfig, CacheConfig, EmbeddingConfig, LLMConfig
+from memlab.config import AnalysisConfig, CacheConfig, LLMConfig
 from memlab.llm import register_structured_handler, unregister_structured_handler
 from memlab.retrievers._base import RetrievalScope
 from memlab.retrievers._completion import CompletionRetriever
 from memlab.retrievers._registry import get_retriever
 from memlab.session._guidance import GUIDANCE_HEADER
-from memlab.testing import FakeClock
+from memlab.testing import FakeClock, fast_config
 
 CURIE = "Marie Curie discovered Polonium in 1898. Marie Curie worked in Paris."
 TURING = "Alan Turing worked at Bletchley Park in 1941. Alan Turing described the Turing machine."
@@ -28,7 +28,7 @@ def _config(root, *, llm=None, cache=None, **analysis) -> StackConfig:
     extra = {"llm": llm} if llm is not None else {}
     if cache is not None:
         extra["cache"] = cache
-    return StackConfig(data_root=root, embedding=EmbeddingConfig(model="memlab/hashing"), analysis=AnalysisConfig(**analysis), **extra)
+    return fast_config(root, analysis=AnalysisConfig(**analysis), **extra)
 
 
 @asynccontextmanager

@@ -8,8 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 import memlab.retrievers as retrievers
-from memlab import MemoryStack, StackConfig, ValidationError
-from memlab.config import EmbeddingConfig
+from memlab import MemoryStack, ValidationError
 from memlab.llm import I_DONT_KNOW, StructuredOutputError, register_structured_handler, unregister_structured_handler
 from memlab.retrievers import (
     AgenticCompletionRetriever,
@@ -27,6 +26,7 @@ from memlab.retrievers import (
 )
 from memlab.retrievers._base import RetrievalScope, Retriever, SearchResultItem, vector_items
 from memlab.retrievers._graph_completion import ENTITY_HOP_COST, relationship_triplets
+from memlab.testing import fast_config
 
 DOCS = [
     "Marie Curie discovered Polonium in 1898.",
@@ -69,8 +69,7 @@ class RecordingLLM:
 
 @pytest.fixture
 async def stack(tmp_path):
-    config = StackConfig(data_root=tmp_path, embedding=EmbeddingConfig(model="memlab/hashing"))
-    async with MemoryStack.from_config(config) as opened:
+    async with MemoryStack.from_config(fast_config(tmp_path)) as opened:
         yield opened
 
 

@@ -24,6 +24,7 @@ from memlab.retrievers._lexical import BM25_B, BM25_K1, lexical_tokens
 from memlab.retrievers._tagged import skill_description
 from memlab.retrievers._temporal import parse_time_window
 from memlab.retrievers._types import SearchType
+from memlab.testing import fast_config
 
 FACTS = [
     "Marie Curie discovered polonium in 1898 in Paris.",
@@ -60,7 +61,7 @@ CASE_IDS = [f"{cls.search_type.value}:{query}" for cls, query in CASES]
 
 @pytest.fixture
 async def stack(tmp_path):
-    async with MemoryStack.from_config(StackConfig(data_root=tmp_path, embedding=EmbeddingConfig(model="memlab/hashing"))) as opened:
+    async with MemoryStack.from_config(fast_config(tmp_path)) as opened:
         yield opened
 
 
