@@ -64,7 +64,7 @@ class WarmupProbe:
         count = 0
         for dataset_id in dataset_ids:
             runs = await self._store.runs(dataset_id)
-            documents = len(await self._store.list_data(dataset_id))
+            documents = await self._store.count_data(dataset_id)
             count += documents
             building = [run for run in runs if run.pipeline_name != ADD_PIPELINE]
             built = any(run.status == "completed" for run in building)

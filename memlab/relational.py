@@ -15,7 +15,7 @@ from pathlib import Path
 import json
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import Boolean, Column, ForeignKey, Index, Integer, MetaData, String, Table, Text, bindparam, delete, select, update
+from sqlalchemy import Boolean, Column, ForeignKey, Index, Integer, MetaData, String, Table, Text, bindparam, delete, func, select, update
 
 from memlab._sqlrun import DB, SQLiteRunner, is_integrity_error
 from memlab.exceptions import ValidationError
@@ -142,6 +142,7 @@ STATEMENTS = {
     "data_by_hash": select(*_DATA_COLS).where(data.c.dataset_id == bindparam("dataset_id"), data.c.content_hash == bindparam("content_hash")),
     "data_by_id": select(*_DATA_COLS).where(data.c.dataset_id == bindparam("dataset_id"), data.c.id == bindparam("id")),
     "data_of_dataset": select(*_DATA_COLS).where(data.c.dataset_id == bindparam("dataset_id")).order_by(data.c.created_at, data.c.id),
+    "data_count": select(func.count()).select_from(data).where(data.c.dataset_id == bindparam("dataset_id")),
     "data_text": select(data.c.text).where(data.c.dataset_id == bindparam("dataset_id"), data.c.id == bindparam("id")),
     "data_delete": delete(data).where(data.c.dataset_id == bindparam("dataset_id"), data.c.id == bindparam("id")),
     "data_delete_all": delete(data).where(data.c.dataset_id == bindparam("dataset_id")),
@@ -357,6 +358,23 @@ class RelationalStore:
             return records, fresh
 
         return await self._run(work, write=True)
+
+    async def known_hashes(self, dataset_id: uuid.UUID, hashes: Iterable[str]) -> dict[str, str]:
+        """``content hash -> data id`` for the given hashes already stored in the dataset (one read)."""
+        ids, wanted = str(dataset_id), list(dict.fromkeys(hashes))
+
+        def work(db: DB) -> dict[str, str]:
+            found = {}
+            for content_hash in wanted:
+                row = db.first("data_by_hash", dataset_id=ids, content_hash=content_hash)
+                if row is not None:
+                    found[content_hash] = row[0]
+            return found
+
+        return await self._run(work, write=False)
+
+    async def count_data(self, dataset_id: uuid.UUID) -> int:
+        return (await self._run(lambda db: db.first("data_count", dataset_id=str(dataset_id)), write=False))[0]
 
     async def get_data(self, dataset_id: uuid.UUID, data_id: uuid.UUID) -> DataRecord | None:
         row = await self._run(lambda db: db.first("data_by_id", dataset_id=str(dataset_id), id=str(data_id)), write=False)

@@ -119,7 +119,7 @@ class PermanentMemory:
     # -- writing ---------------------------------------------------------------------
     async def remember(self, dataset: Dataset, documents: Sequence[Document], *, tags: Sequence[str] = (), progress: bool | None = None) -> RememberResult:
         """Add the documents new to ``dataset`` and cognify them; known content is not redone."""
-        known = {str(record.content_hash): str(record.id) for record in await self._store.list_data(dataset.id)}
+        known = await self._store.known_hashes(dataset.id, [document.content_hash for document in documents])
         data_ids, new_docs = [], {}
         for document in documents:
             data_id = known.get(document.content_hash) or str(data_id_for(dataset.id, document.content_hash))
