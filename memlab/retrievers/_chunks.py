@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from memlab.exceptions import ValidationError
 from memlab.retrievers._base import RetrievalScope, Retriever, SearchResultItem, vector_items
 from memlab.retrievers._types import SearchType
 
-__all__ = ["ChunksRetriever", "SummariesRetriever", "check_request"]
+__all__ = ["ChunksRetriever", "CollectionRetriever", "SummariesRetriever", "check_request"]
 
 
 def check_request(query: Any, scope: RetrievalScope) -> bool:
@@ -25,23 +25,26 @@ def check_request(query: Any, scope: RetrievalScope) -> bool:
     return bool(query.strip()) and top_k > 0
 
 
-class ChunksRetriever(Retriever):
+class CollectionRetriever(Retriever):
+    """The ``top_k`` elements of one vector ``collection`` nearest the query, over every dataset of the scope."""
+
+    collection: ClassVar[str]
+
+    async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
+        if not check_request(query, scope):
+            return []
+        return await vector_items(query, scope, self.collection)
+
+
+class ChunksRetriever(CollectionRetriever):
     """``CHUNKS``: the ``top_k`` chunks nearest the query (collection ``chunks``), over every dataset."""
 
     search_type = SearchType.CHUNKS
-
-    async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
-        if not check_request(query, scope):
-            return []
-        return await vector_items(query, scope, "chunks")
+    collection = "chunks"
 
 
-class SummariesRetriever(Retriever):
+class SummariesRetriever(CollectionRetriever):
     """``SUMMARIES``: the ``top_k`` chunk summaries nearest the query (collection ``summaries``)."""
 
     search_type = SearchType.SUMMARIES
-
-    async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
-        if not check_request(query, scope):
-            return []
-        return await vector_items(query, scope, "summaries")
+    collection = "summaries"

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from memlab.retrievers._base import RetrievalScope, Retriever, SearchResultItem, vector_items
-from memlab.retrievers._chunks import check_request
+from memlab.retrievers._base import RetrievalScope, SearchResultItem
+from memlab.retrievers._chunks import CollectionRetriever
 from memlab.retrievers._types import SearchType
 
 __all__ = ["CodingRulesRetriever", "SkillsRetriever", "skill_description"]
@@ -64,16 +64,15 @@ def _skill_name(graph: Any, chunk: dict[str, Any]) -> str:
     return graph.node(chunk["document_id"])["name"]
 
 
-class SkillsRetriever(Retriever):
+class SkillsRetriever(CollectionRetriever):
     """``SKILLS``: the ``top_k`` skill chunks nearest the query (collection ``tagged_skills``) as ``"name: description"``."""
 
     search_type = SearchType.SKILLS
+    collection = "tagged_skills"
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
-        if not check_request(query, scope):
-            return []
         items = []
-        for item in await vector_items(query, scope, "tagged_skills"):
+        for item in await super().get_context(query, scope):
             graph = await scope.memory.graph(item.dataset_id)
             chunk = graph.node(item.id)
             if chunk is None:
@@ -84,12 +83,8 @@ class SkillsRetriever(Retriever):
         return items
 
 
-class CodingRulesRetriever(Retriever):
+class CodingRulesRetriever(CollectionRetriever):
     """``CODING_RULES``: the ``top_k`` coding-rule chunks nearest the query (collection ``tagged_coding_rules``)."""
 
     search_type = SearchType.CODING_RULES
-
-    async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
-        if not check_request(query, scope):
-            return []
-        return await vector_items(query, scope, "tagged_coding_rules")
+    collection = "tagged_coding_rules"
