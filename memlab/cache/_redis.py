@@ -37,9 +37,11 @@ scripts touch several keys of one session, so Redis Cluster is not supported.
 never runs ``FLUSHDB`` (cognee does), because memlab is one tenant of a Redis that
 other applications may use.
 
-Connection failures are not retried by the client (a dead server fails fast: 2 s
-connect timeout, 5 s socket timeout); the pool reconnects on the next call once the
-server is back.
+**Connections.** Scripts and QA reads go out as pre-encoded commands on the backend's
+own connection (see :meth:`RedisCache._roundtrip`), or on a pooled one while that is
+busy; everything else uses the client's pool. Connection failures are not retried
+by the client (a dead server fails fast: 2 s connect timeout, 5 s socket timeout);
+the next call reconnects once the server is back.
 """
 
 from __future__ import annotations
@@ -182,6 +184,21 @@ def _texts(values: list) -> list[str]:
     return values
 
 
+def _resp(*commands: tuple) -> bytes:
+    """Commands in the Redis wire protocol, encoded as redis-py's encoder would (UTF-8, ``str(int)``).
+
+    Arguments are ``str``, ``int`` or ``bytes``; ~1 µs per command where redis-py's
+    ``pack_commands`` takes ~3.5.
+    """
+    out = []
+    for command in commands:
+        out.append(b"*%d\r\n" % len(command))
+        for arg in command:
+            data = arg if isinstance(arg, bytes) else (arg if isinstance(arg, str) else str(arg)).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(out)
+
+
 class _Keys(NamedTuple):
     meta: str
     qa: str
@@ -196,29 +213,37 @@ class _Keys(NamedTuple):
 
 
 class _Script:
-    """One registered script: ``EVALSHA`` straight on the client, re-loaded on ``NOSCRIPT``."""
+    """One registered script: ``EVALSHA`` over the backend's round trip, re-loaded on ``NOSCRIPT``."""
 
-    __slots__ = ("client", "registered")
+    __slots__ = ("client", "registered", "roundtrip")
 
-    def __init__(self, client: Any, body: str) -> None:
+    def __init__(self, client: Any, body: str, roundtrip: Any) -> None:
         self.client = client
         self.registered = client.register_script(PRELUDE + body)
+        self.roundtrip = roundtrip
 
     async def __call__(self, keys: tuple, args: tuple, client: Any = None) -> Any:
         if client is not None:  # a pipeline loads its scripts before it runs
             return await self.registered(keys=keys, args=args, client=client)
+        if self.roundtrip is None:  # a single-connection client: its own command path
+            try:
+                return await self.client.evalsha(self.registered.sha, len(keys), *keys, *args)
+            except NoScriptError:  # server restarted or SCRIPT FLUSH: load and run once more
+                return await self.registered(keys=keys, args=args)
+        evalsha = _resp(("EVALSHA", self.registered.sha, len(keys), *keys, *args))
         try:
-            return await self.client.evalsha(self.registered.sha, len(keys), *keys, *args)
+            (reply,) = await self.roundtrip(evalsha, 1)
         except NoScriptError:  # server restarted or SCRIPT FLUSH: load and run once more
-            return await self.registered(keys=keys, args=args)
+            _, (reply,) = await self.roundtrip(_resp(("SCRIPT", "LOAD", self.registered.script)), 1), await self.roundtrip(evalsha, 1)
+        return reply
 
 
 class _Scripts:
     """The scripts of one client, by name."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, roundtrip: Any) -> None:
         for name, body in SCRIPTS.items():
-            setattr(self, name, _Script(client, body))
+            setattr(self, name, _Script(client, body, roundtrip))
 
 
 class RedisCache(CacheBackend):
@@ -258,6 +283,8 @@ class RedisCache(CacheBackend):
         self._scripts: _Scripts | None = None
         self._scripts_for: Any = None
         self._sync: redis.Redis | None = None
+        self._lane: Any = None
+        self._lane_busy = False
         if client is not None:
             pool_kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
             if "host" in pool_kwargs and "port" in pool_kwargs and "server" not in pool_kwargs:
@@ -298,6 +325,10 @@ class RedisCache(CacheBackend):
         except BaseException:
             await self._drop_client()
             raise
+        client = self._client
+        if isinstance(client, aioredis.Redis) and client.connection is None:  # pooled: see _roundtrip
+            pool = client.connection_pool
+            self._lane = pool.connection_class(**{**pool.connection_kwargs, "socket_timeout": None})
 
     async def _close(self) -> None:
         if self._sync is not None:
@@ -306,6 +337,9 @@ class RedisCache(CacheBackend):
         await self._drop_client()
 
     async def _drop_client(self) -> None:
+        if self._lane is not None:
+            lane, self._lane = self._lane, None
+            await lane.disconnect()
         if self._owns_client and self._client is not None:
             client, self._client = self._client, None
             self._scripts = None
@@ -316,7 +350,8 @@ class RedisCache(CacheBackend):
         if client is None or not self._opened:
             raise RuntimeError(f"redis cache at {self.where} is not open")
         if self._scripts_for is not client:
-            self._scripts, self._scripts_for = _Scripts(client), client
+            roundtrip = self._roundtrip if self._lane is not None else None
+            self._scripts, self._scripts_for = _Scripts(client, roundtrip), client
         return self._scripts
 
     async def _call(self, op: str, fn: Any, *args: Any) -> Any:
@@ -415,12 +450,11 @@ class RedisCache(CacheBackend):
     def _plain_reads(self) -> bool:
         """True when a QA read may skip Lua (see :meth:`_read_qa_plain`).
 
-        Needs a pooled ``redis.asyncio`` client (not a single-connection one) and a
-        built-in TTL policy, whose writes only ever move an expiry later (or purge
+        Needs the backend's own connection (a pooled ``redis.asyncio`` client, not a
+        single-connection one) and a built-in TTL policy, whose writes only ever move an expiry later (or purge
         the kind and start it afresh, live).
         """
-        client = self._client
-        if not isinstance(client, aioredis.Redis) or client.connection is not None:
+        if self._lane is None:
             return False
         policy = self.ttl
         return not policy.enabled or type(policy).needs_restamp in _MONOTONE_RESTAMPS
@@ -430,34 +464,56 @@ class RedisCache(CacheBackend):
 
         Measured on the 2-core machine: the ``_READ_QA`` script costs the server
         ~30 µs per last-10 read (moving ten ~470-byte payloads through Lua) against
-        ~5 µs for the two plain commands, and skipping ``execute_command`` saves
-        client time too. Not a transaction, yet as atomic as the script: every
-        write is one script, so each command sees a whole state; with built-in
-        policies an expiry only moves later, or a purge restarts the kind live, so
-        when ``HMGET`` finds the kind live at ``now`` it is still live when
-        ``LRANGE`` runs, and the rows are that moment's (a deleted session reads
-        as no rows, as it should).
+        ~5 µs for the two plain commands. Not a transaction, yet as atomic as the
+        script: every write is one script, so each command sees a whole state;
+        with built-in policies an expiry only moves later, or a purge restarts the
+        kind live, so when ``HMGET`` finds the kind live at ``now`` it is still live
+        when ``LRANGE`` runs, and the rows are that moment's (a deleted session
+        reads as no rows, as it should).
         """
-        pool = self._client.connection_pool
-        conn = await pool.get_connection()
-        try:
-            await conn.send_packed_command(conn.pack_commands((("HMGET", meta, "qa_epoch", "qa_exp"), ("LRANGE", qa, start, -1))))
-            # both replies under one socket timeout (read_response would arm a timer per reply)
-            async with asyncio.timeout(conn.socket_timeout):
-                state = await conn.read_response(timeout=math.inf)
-                rows = await conn.read_response(timeout=math.inf)
-        except TimeoutError:
-            await conn.disconnect(nowait=True)
-            raise redis.TimeoutError(f"Timeout reading from {self.where}") from None
-        except BaseException:
-            await conn.disconnect(nowait=True)  # a reply may still be unread: never reuse this connection as is
-            raise
-        finally:
-            await pool.release(conn)
-        epoch, expiry = state
+        (epoch, expiry), rows = await self._roundtrip(_resp(("HMGET", meta, "qa_epoch", "qa_exp"), ("LRANGE", qa, start, -1)), 2)
         if epoch is None or (expiry is not None and int(expiry) <= now_us):
             return []
         return _texts(rows)
+
+    async def _roundtrip(self, packed: bytes, replies: int) -> list:
+        """Send ``packed`` commands and read their ``replies`` under one socket timeout.
+
+        The backend's own connection (the *lane*, created by :meth:`_open` with no
+        per-call timer) serves one call at a time; a call that finds it busy takes a
+        pooled connection. Measured on the 2-core machine, against ``execute_command``:
+        redis-py arms a timer task per send (``asyncio.wait_for``) and a timeout per
+        reply, and takes its pool lock twice per call. Any failure drops the
+        connection (a reply may still be unread); the next call reconnects, so a
+        server that comes back is used again without a restart.
+        """
+        lane, pool = self._lane, None
+        if not self._lane_busy:
+            self._lane_busy, conn = True, lane
+        else:
+            pool = self._client.connection_pool
+            conn = await pool.get_connection()
+        try:
+            async with asyncio.timeout(SOCKET_TIMEOUT_SECONDS):
+                if not conn.is_connected:
+                    await conn.connect()
+                await conn.send_packed_command(packed, check_health=False)
+                return [await conn.read_response(timeout=math.inf) for _ in range(replies)]
+        except TimeoutError:
+            await conn.disconnect(nowait=True)
+            raise redis.TimeoutError(f"Timeout reading from {self.where}") from None
+        except redis.ResponseError:
+            if replies > 1:  # later replies are still unread
+                await conn.disconnect(nowait=True)
+            raise
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            raise
+        finally:
+            if pool is None:
+                self._lane_busy = False
+            else:
+                await pool.release(conn)
 
     async def _read_qa_log(self, user_id, session_id, cursor: Hashable | None, now):
         suffix = f"{_enc(user_id)}:{_enc(session_id)}"

@@ -765,27 +765,31 @@ async def test_server_down_then_back_same_instance(spawn):
 
 @pytest.mark.server
 async def test_stack_degrades_and_recovers_without_restart(spawn, tmp_path):
-    """Redis down at start and mid-run: reads give [], writes report failure, recall still answers."""
+    """Redis down at start and mid-run: reads give [], writes report failure, recall still answers.
+
+    No self-improvement: a background bridge into the graph would make what recall
+    finds depend on when it ran.
+    """
     from memlab import MemoryStack, StackConfig
     from memlab.config import CacheConfig
 
     server = spawn(start=False)
     config = StackConfig(data_root=tmp_path, cache=CacheConfig(backend="redis", host="127.0.0.1", port=server.port))
     async with MemoryStack.from_config(config) as stack:
-        assert (await stack.remember("lost", session_id="s")).status == "cache_unavailable"
+        assert (await stack.remember("lost", session_id="s", self_improvement=False)).status == "cache_unavailable"
         assert await stack.session.get_session(session_id="s") == []
         assert await stack.recall("lost", session_id="s") == []
         assert await stack.session.add_feedback("s", "qa", "x", 3) is False
 
         server.start()
-        assert (await stack.remember("kept", session_id="s")).status == "session_stored"
+        assert (await stack.remember("kept", session_id="s", self_improvement=False)).status == "session_stored"
         assert [r.answer for r in await stack.recall("kept", session_id="s")] == ["kept"]
 
         server.stop()
-        assert (await stack.remember("during outage", session_id="s")).status == "cache_unavailable"
+        assert (await stack.remember("during outage", session_id="s", self_improvement=False)).status == "cache_unavailable"
         assert await stack.session.get_session(session_id="s") == []
         assert await stack.recall("kept", session_id="s") == []
 
         server.start()  # a fresh, empty server on the same port
-        assert (await stack.remember("back", session_id="s")).status == "session_stored"
+        assert (await stack.remember("back", session_id="s", self_improvement=False)).status == "session_stored"
         assert [e.answer for e in await stack.session.get_session(session_id="s")] == ["back"]
