@@ -584,6 +584,38 @@ async def test_unreachable_server_fails_fast_and_names_the_address():
         await cache.get_all_qa_entries("u", "s")
 
 
+@pytest.mark.server
+async def test_a_cancelled_call_leaves_no_reply_for_the_next():
+    """A call cancelled between send and reply drops its connection: the next call reads its own reply."""
+    from memlab.cache._redis import _resp
+
+    cache = RedisCache(real_url())
+    await cache.open()
+    session = f"s-{uuid.uuid4().hex}"
+    try:
+        await qa(cache, "u", session, "q0")
+        blocked = asyncio.ensure_future(cache._roundtrip(_resp(("BLPOP", f"nothing-{session}", 2)), 1))
+        await asyncio.sleep(0.05)  # sent; the server holds the reply back
+        blocked.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await blocked
+        assert await ids(cache, session=session) == ["q0"]  # not BLPOP's late nil
+        await qa(cache, "u", session, "q1")
+        assert await ids(cache, session=session) == ["q0", "q1"]
+    finally:
+        await cache.delete_session("u", session)
+        await cache.close()
+
+
+async def test_calls_overlapping_on_one_backend_each_get_their_own_reply(harness):
+    """While one call holds the backend's own connection, the others take pooled ones."""
+    cache = await harness.make()
+    await asyncio.gather(*(qa(cache, "u", f"s{i % 4}", f"q{i}") for i in range(40)))
+    reads = await asyncio.gather(*(cache.get_all_qa_entries("u", f"s{i % 4}") for i in range(40)))
+    for i, entries in enumerate(reads):
+        assert sorted(e.qa_id for e in entries) == sorted(f"q{j}" for j in range(40) if j % 4 == i % 4)
+
+
 async def test_script_flush_and_reopen(harness):
     cache = await harness.make()
     await qa(cache, "u", "s", "q0")
