@@ -215,26 +215,21 @@ class _Keys(NamedTuple):
 class _Script:
     """One registered script: ``EVALSHA`` over the backend's round trip, re-loaded on ``NOSCRIPT``."""
 
-    __slots__ = ("client", "registered", "roundtrip")
+    __slots__ = ("registered", "roundtrip")
 
     def __init__(self, client: Any, body: str, roundtrip: Any) -> None:
-        self.client = client
         self.registered = client.register_script(PRELUDE + body)
         self.roundtrip = roundtrip
 
     async def __call__(self, keys: tuple, args: tuple, client: Any = None) -> Any:
         if client is not None:  # a pipeline loads its scripts before it runs
             return await self.registered(keys=keys, args=args, client=client)
-        if self.roundtrip is None:  # a single-connection client: its own command path
-            try:
-                return await self.client.evalsha(self.registered.sha, len(keys), *keys, *args)
-            except NoScriptError:  # server restarted or SCRIPT FLUSH: load and run once more
-                return await self.registered(keys=keys, args=args)
         evalsha = _resp(("EVALSHA", self.registered.sha, len(keys), *keys, *args))
         try:
             (reply,) = await self.roundtrip(evalsha, 1)
         except NoScriptError:  # server restarted or SCRIPT FLUSH: load and run once more
-            _, (reply,) = await self.roundtrip(_resp(("SCRIPT", "LOAD", self.registered.script)), 1), await self.roundtrip(evalsha, 1)
+            await self.roundtrip(_resp(("SCRIPT", "LOAD", self.registered.script)), 1)
+            (reply,) = await self.roundtrip(evalsha, 1)
         return reply
 
 
@@ -250,8 +245,9 @@ class RedisCache(CacheBackend):
     """Session cache in Redis (``redis.asyncio``); many processes may share one server.
 
     ``url`` (``redis://``, ``rediss://``, ``unix://``) wins over ``host``/``port``/
-    ``username``/``password``/``db``. ``client`` takes a ready async client (for
-    example ``fakeredis.aioredis.FakeRedis``); the backend then never closes it.
+    ``username``/``password``/``db``. ``client`` takes a ready ``redis.asyncio.Redis``
+    (or subclass, for example ``fakeredis.aioredis.FakeRedis``); the backend then never
+    closes it.
     See the module docstring for key layout, TTL and atomicity.
     """
 
@@ -273,6 +269,8 @@ class RedisCache(CacheBackend):
         **backend_kwargs: Any,
     ) -> None:
         super().__init__(**backend_kwargs)
+        if client is not None and not isinstance(client, aioredis.Redis):
+            raise ConfigError(f"client must be a redis.asyncio.Redis (or a subclass such as FakeRedis), got {type(client).__name__}")
         self._conn_kwargs = redis_connection_kwargs(
             url, host=host, port=port, username=username, password=password, db=db, ssl=ssl, ssl_cert_reqs=ssl_cert_reqs
         )
@@ -286,7 +284,7 @@ class RedisCache(CacheBackend):
         self._lane: Any = None
         self._lane_busy = False
         if client is not None:
-            pool_kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
+            pool_kwargs = client.connection_pool.connection_kwargs
             if "host" in pool_kwargs and "port" in pool_kwargs and "server" not in pool_kwargs:
                 self.where = f"{pool_kwargs['host']}:{pool_kwargs['port']}"
             else:
@@ -325,10 +323,8 @@ class RedisCache(CacheBackend):
         except BaseException:
             await self._drop_client()
             raise
-        client = self._client
-        if isinstance(client, aioredis.Redis) and client.connection is None:  # pooled: see _roundtrip
-            pool = client.connection_pool
-            self._lane = pool.connection_class(**{**pool.connection_kwargs, "socket_timeout": None})
+        pool = self._client.connection_pool  # the lane: see _roundtrip
+        self._lane = pool.connection_class(**{**pool.connection_kwargs, "socket_timeout": None})
 
     async def _close(self) -> None:
         if self._sync is not None:
@@ -350,8 +346,7 @@ class RedisCache(CacheBackend):
         if client is None or not self._opened:
             raise RuntimeError(f"redis cache at {self.where} is not open")
         if self._scripts_for is not client:
-            roundtrip = self._roundtrip if self._lane is not None else None
-            self._scripts, self._scripts_for = _Scripts(client, roundtrip), client
+            self._scripts, self._scripts_for = _Scripts(client, self._roundtrip), client
         return self._scripts
 
     async def _call(self, op: str, fn: Any, *args: Any) -> Any:
@@ -450,12 +445,9 @@ class RedisCache(CacheBackend):
     def _plain_reads(self) -> bool:
         """True when a QA read may skip Lua (see :meth:`_read_qa_plain`).
 
-        Needs the backend's own connection (a pooled ``redis.asyncio`` client, not a
-        single-connection one) and a built-in TTL policy, whose writes only ever move an expiry later (or purge
-        the kind and start it afresh, live).
+        Needs a built-in TTL policy, whose writes only ever move an expiry later (or
+        purge the kind and start it afresh, live).
         """
-        if self._lane is None:
-            return False
         policy = self.ttl
         return not policy.enabled or type(policy).needs_restamp in _MONOTONE_RESTAMPS
 

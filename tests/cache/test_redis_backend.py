@@ -565,6 +565,11 @@ def test_sync_client_needs_connection_settings():
         RedisCache(client=fakeredis.aioredis.FakeRedis()).sync_client()
 
 
+def test_a_client_that_is_not_redis_asyncio_is_refused():
+    with pytest.raises(ConfigError, match="redis.asyncio.Redis.*got Redis"):
+        RedisCache(client=redis.Redis())  # the sync client
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
