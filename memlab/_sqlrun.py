@@ -26,8 +26,7 @@ it executes:
   :data:`PG_RETRIES` times (backoff ``0.05 * 2**attempt`` s). Work that is one
   statement goes through :meth:`PostgresRunner.execute`: one round trip on the
   driver connection, no BEGIN/COMMIT (a single statement is its own transaction).
-  Its connections plan every statement once, as an index scan
-  (:data:`PG_SESSION_SETTINGS`).
+  ``server_settings`` set session parameters on each of its connections.
 """
 
 from __future__ import annotations
@@ -54,15 +53,6 @@ BUSY_TIMEOUT_MS = 30_000
 PG_RETRIES = 3
 #: PostgreSQL: first backoff in seconds; attempt ``n`` waits ``PG_BACKOFF * 2**n``
 PG_BACKOFF = 0.05
-#: PostgreSQL session settings of the runner's connections. Every statement the
-#: cache runs selects rows through an index prefix; left to itself, PostgreSQL
-#: plans a prepared statement from the table statistics of the moment: on a
-#: small or freshly vacuumed table a sequential scan plus a sort, kept as the
-#: table grows (read-last-10 at 300 rows: 0.3-0.4 ms of server time instead of
-#: 0.03 ms), or a fresh custom plan on every execution (~0.1 ms of server CPU
-#: each). Without sequential scans, one generic plan per statement is the index
-#: scan whatever the table size, made once per connection.
-PG_SESSION_SETTINGS = {"enable_seqscan": "off", "plan_cache_mode": "force_generic_plan"}
 #: SQLSTATEs worth re-running the whole transaction for
 _RETRY_SQLSTATES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
 
@@ -344,8 +334,10 @@ class PostgresRunner:
         pool_size: int = 4,
         connect_timeout: float = 5.0,
         command_timeout: float | None = 60.0,
+        server_settings: dict[str, str] | None = None,
     ) -> None:
         _, self.url = resolve_url(url)
+        self.server_settings = dict(server_settings or {})
         self._statement_defs = statements
         self.statements: CompiledStatements | None = None
         self.pool_size = max(1, int(pool_size))
@@ -363,7 +355,7 @@ class PostgresRunner:
         """Create the engine and connect once, so a bad URL or a down server fails here."""
         from sqlalchemy.ext.asyncio import create_async_engine
 
-        connect_args: dict[str, Any] = {"timeout": self.connect_timeout, "server_settings": dict(PG_SESSION_SETTINGS)}
+        connect_args: dict[str, Any] = {"timeout": self.connect_timeout, "server_settings": self.server_settings}
         if self.command_timeout:
             connect_args["command_timeout"] = self.command_timeout
         # leases hold at most pool_size connections; the overflow is slack for one whose close failed
