@@ -16,24 +16,32 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_at_least(1)
 
 
 def _names(text: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
     if not names:
-        raise argparse.ArgumentTypeError("name at least one backend")
+        raise argparse.ArgumentTypeError("give at least one name (comma-separated)")
     return names
 
 
@@ -48,11 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
         "(MEMLAB_DATA_ROOT, CACHE_BACKEND, SESSION_TTL_SECONDS, ...).",
     )
 
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument("--json", type=Path, metavar="PATH", help="also write the rows (and the run's details) as JSON")
+    output.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
     bench = commands.add_parser("bench", help="benchmarks", description="Benchmarks; results print as a table.")
     bench.set_defaults(print_help=bench.print_help)
     benches = bench.add_subparsers(dest="bench", metavar="BENCH")
     cache = benches.add_parser(
         "cache",
+        parents=[output],
         help="cache backend throughput",
         description="Appends, last-10 reads, keyword recall, multi-session appends and storage per cache backend, "
         "each beside the raw ceiling of its store (raw-sqlite, raw-redis, raw-postgres, raw-diskcache). "
@@ -69,11 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     cache.add_argument("--sessions", type=_positive_int, default=100, help="sessions in the multi-session run (default: 100)")
     cache.add_argument("--per-session", type=_positive_int, default=20, help="appends per session in that run (default: 20)")
     cache.add_argument("--no-raw", action="store_true", help="skip the raw ceilings")
-    cache.add_argument("--json", type=Path, metavar="PATH", help="also write the rows (and spec, environment) as JSON")
-    cache.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
     ingest = benches.add_parser(
         "ingest",
+        parents=[output],
         help="permanent-memory ingest and vector search",
         description="remember() of a generated corpus per embedder (documents/s, chunks/s, phase split), then "
         "top-k vector search latency of memlab's index beside a plain faiss exact search over the same vectors.",
@@ -86,11 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--vectors", type=_positive_int, default=100_000, help="vectors in the search index (default: 100000)")
     ingest.add_argument("--dims", type=_names, default=None, help="comma-separated vector dims (default: 256,384)")
     ingest.add_argument("--queries", type=_positive_int, default=200, help="search queries per index (default: 200)")
-    ingest.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
-    ingest.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
     recall = benches.add_parser(
         "recall",
+        parents=[output],
         help="retrieval quality and latency per search type",
         description="hit@1/hit@5/MRR (and answer accuracy) per search type on a seeded question set with gold evidence, "
         "then recall() p50/p95 per retrieval type over a large memory.",
@@ -98,13 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument("--documents", type=_positive_int, default=200, help="documents (= questions) of the quality set (default: 200)")
     recall.add_argument("--types", type=_names, default=None, help="comma-separated search types for quality (default: the main ones)")
     recall.add_argument("--embedder", default="memlab/minilm", help="EMBEDDING_MODEL (default: memlab/minilm)")
-    recall.add_argument("--latency-documents", type=int, default=10_000, help="chunks of the latency memory; 0 skips (default: 10000)")
+    recall.add_argument("--latency-documents", type=_int_at_least(0), default=10_000, help="chunks of the latency memory; 0 skips (default: 10000)")
     recall.add_argument("--queries", type=_positive_int, default=100, help="queries per type in the latency run (default: 100)")
-    recall.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
-    recall.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
     modes = benches.add_parser(
         "modes",
+        parents=[output],
         help="session-turn latency and LLM cost per analysis mode",
         description="A seeded conversation over a remembered synthetic corpus, turn by turn through search() in each "
         "turn-analysis mode (concurrent, sequential, off) with the offline LLM at a simulated latency: median/p95 "
@@ -114,8 +124,6 @@ def build_parser() -> argparse.ArgumentParser:
     modes.add_argument("--turns", type=_positive_int, default=200, help="conversation turns per mode (default: 200)")
     modes.add_argument("--latency-ms", type=float, default=200.0, help="simulated latency per offline LLM call, ms (default: 200)")
     modes.add_argument("--modes", type=_names, default=None, help="comma-separated analysis modes (default: concurrent,sequential,off)")
-    modes.add_argument("--json", type=Path, metavar="PATH", help="also write the rows (and the turns per mode) as JSON")
-    modes.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return parser
 
 
@@ -196,7 +204,7 @@ def _bench_recall(args: argparse.Namespace) -> int:
         documents=args.documents,
         **({"types": types} if types else {}),
         embedder=args.embedder,
-        latency_documents=max(0, args.latency_documents),
+        latency_documents=args.latency_documents,
         queries=args.queries,
     )
     progress = _progress(args)

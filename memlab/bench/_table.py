@@ -1,8 +1,13 @@
-"""Fixed-width text tables for benchmark output (no dependencies)."""
+"""What the benchmarks share: fixed-width text tables, percentiles and timed loops, targets, the stack under test."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def render(headers: Sequence[str], rows: Sequence[Sequence[object]], *, right: Sequence[int] = ()) -> str:
@@ -51,3 +56,27 @@ def percentile(values: Sequence[float], q: float, *, scale: float = 1.0) -> floa
     import numpy as np
 
     return float(np.percentile(values, q)) * scale if len(values) else None
+
+
+def timed(items: Sequence[T], timings: list[float]) -> Iterator[T]:
+    """``items[0]`` once untimed (a warm-up), then each item, appending to ``timings`` the seconds the loop body took on it."""
+    yield items[0]
+    for item in items:
+        begin = time.perf_counter()
+        yield item
+        timings.append(time.perf_counter() - begin)
+
+
+def judge(value: float | None, target: float | None, *, at_most: bool = False) -> dict[str, Any]:
+    """A row's ``target`` and ``passed``: None without a target (or value), else ``value >= target`` (``<=`` with ``at_most``)."""
+    if value is None or target is None:
+        return {"target": target, "passed": None}
+    return {"target": target, "passed": value <= target if at_most else value >= target}
+
+
+def stack(root: Path, embedder: str, **sections: Any) -> Any:
+    """A ``MemoryStack`` (not yet open) under ``root`` embedding with ``embedder``; ``sections`` set the other config sections."""
+    from memlab import MemoryStack, StackConfig
+    from memlab.config import EmbeddingConfig
+
+    return MemoryStack.from_config(StackConfig(data_root=root, embedding=EmbeddingConfig(model=embedder), **sections))

@@ -23,7 +23,7 @@ import asyncio
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,21 +47,15 @@ class IngestBenchSpec:
     top_k: int = 15
     queries: int = 200
     seed: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 async def ingest_run(embedder: str, documents: list[str], *, root: Path) -> dict[str, Any]:
     """One ``remember(documents)`` on a fresh stack under ``root``; returns a result row."""
-    from memlab import MemoryStack, StackConfig
-    from memlab.config import EmbeddingConfig
-
-    config = StackConfig(data_root=root, embedding=EmbeddingConfig(model=embedder))
-    async with MemoryStack.from_config(config) as stack:
+    async with _table.stack(root, embedder) as stack:
         started = time.perf_counter()
         result = await stack.remember(documents, progress=False)
         seconds = time.perf_counter() - started
     docs_per_s = len(documents) / seconds
-    target = INGEST_TARGET_DOCS_PER_S if embedder == FAST_EMBEDDER else None
     return {
         "kind": "ingest",
         "embedder": embedder,
@@ -74,19 +68,15 @@ async def ingest_run(embedder: str, documents: list[str], *, root: Path) -> dict
         "docs_per_s": docs_per_s,
         "chunks_per_s": result.chunk_count / seconds,
         **{f"{phase}_s": value for phase, value in result.timings_s.items()},
-        "target": target,
-        "passed": None if target is None else docs_per_s >= target,
+        **_table.judge(docs_per_s, INGEST_TARGET_DOCS_PER_S if embedder == FAST_EMBEDDER else None),
     }
 
 
 def _latencies(search, queries) -> tuple[float, float]:
     """p50 and p95 ms of ``search(query)`` over ``queries`` (after one warm-up call)."""
-    search(queries[0])
-    timings = []
-    for query in queries:
-        begin = time.perf_counter()
+    timings: list[float] = []
+    for query in _table.timed(queries, timings):
         search(query)
-        timings.append(time.perf_counter() - begin)
     return _table.percentile(timings, 50, scale=1000), _table.percentile(timings, 95, scale=1000)
 
 
@@ -138,7 +128,7 @@ def vector_rows(n: int, dim: int, *, top_k: int, queries: int, seed: int) -> lis
     return [
         {**common, "index": "memlab", "mode": index.mode,
          "p50_ms": p50, "p95_ms": p95, "build_s": build_s, "recall_at_k": recall,
-         "target": VECTOR_TARGET_P50_MS, "passed": p50 <= VECTOR_TARGET_P50_MS},
+         **_table.judge(p50, VECTOR_TARGET_P50_MS, at_most=True)},
         {**common, "index": "raw-faiss-flat", "mode": "exact", "p50_ms": raw_p50, "p95_ms": raw_p95, "build_s": raw_build_s,
          "recall_at_k": 1.0, "target": None, "passed": None},
     ]

@@ -62,26 +62,18 @@ def conversation(spec: ModesBenchSpec) -> tuple[list[str], list[Any]]:
     return corpus.documents, synthetic_conversation(spec.turns, [item.question for item in corpus.questions], seed=spec.seed)
 
 
-def _config(root: Path, spec: ModesBenchSpec, mode: str, latency_ms: float) -> Any:
-    from memlab import StackConfig
-    from memlab.config import AnalysisConfig, EmbeddingConfig, LLMConfig
+def _stack(root: Path, spec: ModesBenchSpec, mode: str, latency_ms: float) -> Any:
+    from memlab.config import AnalysisConfig, LLMConfig
 
-    return StackConfig(
-        data_root=root,
-        embedding=EmbeddingConfig(model=spec.embedder),
-        llm=LLMConfig(offline_latency_ms=latency_ms),
-        analysis=AnalysisConfig(search_mode=mode),
-    )
+    return _table.stack(root, spec.embedder, llm=LLMConfig(offline_latency_ms=latency_ms), analysis=AnalysisConfig(search_mode=mode))
 
 
 @asynccontextmanager
 async def bench_stack(root: Path, mode: str, spec: ModesBenchSpec, documents: Sequence[str]) -> AsyncIterator[Any]:
     """An open stack of ``mode`` at ``spec.latency_ms`` over ``documents``, remembered beforehand without latency."""
-    from memlab import MemoryStack
-
-    async with MemoryStack.from_config(_config(root, spec, mode, 0.0)) as builder:
+    async with _stack(root, spec, mode, 0.0) as builder:
         await builder.remember(list(documents), progress=False)
-    async with MemoryStack.from_config(_config(root, spec, mode, spec.latency_ms)) as stack:
+    async with _stack(root, spec, mode, spec.latency_ms) as stack:
         yield stack
 
 
@@ -102,6 +94,7 @@ async def converse(
     search_type: str = "GRAPH_COMPLETION",
     top_k: int = 15,
     baseline: bool = False,
+    warm_up: bool = False,
 ) -> list[dict[str, Any]]:
     """Send ``turns`` (``ConversationTurn`` s or strings) one by one through ``stack.search``; one row per turn.
 
@@ -111,11 +104,14 @@ async def converse(
     ``effective_query``, ``rewrite``, ``analysis_error``, ``guidance`` (ids served),
     ``answer``; with ``baseline`` also ``baseline_ms`` / ``baseline_tokens_in`` /
     ``baseline_tokens_out`` of the bare retriever call made just before the turn.
+    With ``warm_up``, one untimed bare retriever call on the first turn comes first (imports, caches).
     """
     from memlab.retrievers import parse_search_type
     from memlab.retrievers._registry import get_retriever
 
     retriever = get_retriever(parse_search_type(search_type))
+    if warm_up and turns:
+        await retriever.get_completion(getattr(turns[0], "text", turns[0]), await baseline_scope(stack, top_k))
     rows = []
     for index, turn in enumerate(turns):
         message = getattr(turn, "text", turn)
@@ -149,40 +145,40 @@ async def converse(
     return rows
 
 
-def summary_row(mode: str, turns: Sequence[dict[str, Any]], *, wall: str = "wall_ms") -> dict[str, Any]:
-    """The figures of one mode (or of the baseline, ``wall="baseline_ms"``) over its turn rows."""
-    if wall == "baseline_ms":
-        answered = [row["baseline_ms"] for row in turns]
-        calls = {"answer_calls": len(turns), "analysis_calls": 0}
-        tokens = (sum(row["baseline_tokens_in"] for row in turns), sum(row["baseline_tokens_out"] for row in turns))
-        gated = fallbacks = errors = 0
-    else:
-        answered = [row[wall] for row in turns if row["answered"]]
-        calls = {name: sum(row[name] for row in turns) for name in ("answer_calls", "analysis_calls")}
-        tokens = (sum(row["tokens_in"] for row in turns), sum(row["tokens_out"] for row in turns))
-        gated = sum(1 for row in turns if not row["answered"])
-        fallbacks = sum(1 for row in turns if row["mode"] != row["requested_mode"])
-        errors = sum(1 for row in turns if row["analysis_error"])
+def summary_row(mode: str, turns: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of one mode over its :func:`converse` rows."""
+    answered = [row["wall_ms"] for row in turns if row["answered"]]
     n = len(turns)
     return {
-        "kind": "baseline" if wall == "baseline_ms" else "mode",
+        "kind": "mode",
         "mode": mode,
         "turns": n,
         "answered": len(answered),
-        "gated": gated,
-        "fallbacks": fallbacks,
-        "analysis_errors": errors,
+        "gated": n - len(answered),
+        "fallbacks": sum(1 for row in turns if row["mode"] != row["requested_mode"]),
+        "analysis_errors": sum(1 for row in turns if row["analysis_error"]),
         "median_ms": _table.percentile(answered, 50),
         "p95_ms": _table.percentile(answered, 95),
-        "mean_ms_all_turns": sum(row[wall] for row in turns) / n if n else None,
-        **calls,
-        "tokens_in_per_turn": tokens[0] / n if n else None,
-        "tokens_out_per_turn": tokens[1] / n if n else None,
+        "mean_ms_all_turns": sum(row["wall_ms"] for row in turns) / n if n else None,
+        "answer_calls": sum(row["answer_calls"] for row in turns),
+        "analysis_calls": sum(row["analysis_calls"] for row in turns),
+        "tokens_in_per_turn": sum(row["tokens_in"] for row in turns) / n if n else None,
+        "tokens_out_per_turn": sum(row["tokens_out"] for row in turns) / n if n else None,
         "vs": None,
         "ratio": None,
         "target": None,
         "passed": None,
     }
+
+
+def baseline_row(turns: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of the bare retriever calls recorded in ``turns`` (:func:`converse` rows made with ``baseline``)."""
+    bare = [
+        {"wall_ms": row["baseline_ms"], "answered": True, "answer_calls": 1, "analysis_calls": 0, "analysis_error": None,
+         "tokens_in": row["baseline_tokens_in"], "tokens_out": row["baseline_tokens_out"], "mode": "baseline", "requested_mode": "baseline"}
+        for row in turns
+    ]
+    return {**summary_row("baseline", bare), "kind": "baseline"}
 
 
 def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -193,7 +189,7 @@ def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if row is None or other is None or not row["median_ms"] or not other["median_ms"]:
             continue
         ratio = row["median_ms"] / other["median_ms"]
-        row.update(vs=against, ratio=ratio, target=target, passed=ratio <= target)
+        row.update(vs=against, ratio=ratio, **_table.judge(ratio, target, at_most=True))
     return rows
 
 
@@ -201,11 +197,7 @@ async def run_bench_modes(
     spec: ModesBenchSpec, progress: Callable[[str], None] | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     """(summary rows: one per mode in ``spec.modes`` order, the baseline after ``off``; the turn rows of each mode)."""
-    from memlab.retrievers import parse_search_type
-    from memlab.retrievers._registry import get_retriever
-
     say = progress or (lambda line: None)
-    retriever = get_retriever(parse_search_type(spec.search_type))
     documents, turns = conversation(spec)
     rows, per_turn = [], {}
     with tempfile.TemporaryDirectory(prefix="memlab-bench-modes-") as root:
@@ -214,13 +206,11 @@ async def run_bench_modes(
             say(f"{mode}: remember {len(documents)} documents, then {len(turns)} turns at {spec.latency_ms:g} ms per LLM call"
                 + (" (with the bare baseline call before each turn)" if baseline else ""))
             async with bench_stack(Path(root) / mode, mode, spec, documents) as stack:
-                if turns:  # warm-up (imports, caches), untimed
-                    await retriever.get_completion(turns[0].text, await baseline_scope(stack, spec.top_k))
-                found = await converse(stack, turns, search_type=spec.search_type, top_k=spec.top_k, baseline=baseline)
+                found = await converse(stack, turns, search_type=spec.search_type, top_k=spec.top_k, baseline=baseline, warm_up=True)
             per_turn[mode] = found
             rows.append(summary_row(mode, found))
             if baseline:
-                rows.append(summary_row("baseline", found, wall="baseline_ms"))
+                rows.append(baseline_row(found))
     return compare(rows), per_turn
 
 

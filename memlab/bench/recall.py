@@ -49,13 +49,6 @@ class RecallBenchSpec:
     seed: int = 0
 
 
-def _stack(root: Path, embedder: str):
-    from memlab import MemoryStack, StackConfig
-    from memlab.config import EmbeddingConfig
-
-    return MemoryStack.from_config(StackConfig(data_root=root, embedding=EmbeddingConfig(model=embedder)))
-
-
 def _rank(results: Sequence[Any], gold: str) -> int | None:
     for rank, result in enumerate(results, start=1):
         if gold in result.raw.get("data_ids", ()):
@@ -69,7 +62,7 @@ async def quality_rows(spec: RecallBenchSpec, root: Path, say: Callable[[str], N
 
     corpus = synthetic_qa(spec.documents, seed=spec.seed)
     rows = []
-    async with _stack(root, spec.embedder) as stack:
+    async with _table.stack(root, spec.embedder) as stack:
         say(f"remember {spec.documents} documents ({spec.embedder})")
         stored = await stack.remember(corpus.documents, progress=False)
         for name in spec.types:
@@ -96,8 +89,7 @@ async def quality_rows(spec: RecallBenchSpec, root: Path, say: Callable[[str], N
                     "mrr": sum(1 / rank for rank in ranks if rank is not None) / n,
                     "answer_accuracy": correct / n if name in COMPLETION_TYPES else None,
                     "context_p50_ms": _table.percentile(timings, 50, scale=1000),
-                    "target": HIT5_TARGET if name == "CHUNKS" else None,
-                    "passed": hit5 >= HIT5_TARGET if name == "CHUNKS" else None,
+                    **_table.judge(hit5, HIT5_TARGET if name == "CHUNKS" else None),
                 }
             )
     return rows
@@ -110,7 +102,7 @@ async def latency_rows(spec: RecallBenchSpec, root: Path, say: Callable[[str], N
     documents = synthetic_documents(spec.latency_documents, words=60, facts=3, seed=spec.seed)
     questions = [item.question for item in synthetic_qa(spec.queries, seed=spec.seed + 1).questions]
     rows = []
-    async with _stack(root, spec.embedder) as stack:
+    async with _table.stack(root, spec.embedder) as stack:
         say(f"remember {spec.latency_documents} documents for latency ({spec.embedder})")
         started = time.perf_counter()
         stored = await stack.remember(documents, progress=False)
@@ -118,12 +110,9 @@ async def latency_rows(spec: RecallBenchSpec, root: Path, say: Callable[[str], N
         for name in spec.latency_types:
             say(f"latency of {name}")
             asked = [f"What happened in {1950 + index % 75}?" for index in range(len(questions))] if name == "TEMPORAL" else questions
-            await stack.recall(asked[0], query_type=name, datasets=["main_dataset"], top_k=spec.top_k)  # warm caches
-            timings = []
-            for question in asked:
-                begin = time.perf_counter()
+            timings: list[float] = []
+            for question in _table.timed(asked, timings):
                 await stack.recall(question, query_type=name, datasets=["main_dataset"], top_k=spec.top_k)
-                timings.append(time.perf_counter() - begin)
             p50 = _table.percentile(timings, 50, scale=1000)
             rows.append(
                 {
@@ -134,8 +123,7 @@ async def latency_rows(spec: RecallBenchSpec, root: Path, say: Callable[[str], N
                     "p50_ms": p50,
                     "p95_ms": _table.percentile(timings, 95, scale=1000),
                     "build_s": build_s,
-                    "target": LATENCY_TARGET_MS,
-                    "passed": p50 <= LATENCY_TARGET_MS,
+                    **_table.judge(p50, LATENCY_TARGET_MS, at_most=True),
                 }
             )
     return rows
