@@ -190,9 +190,9 @@ async def analyze_turn(llm: Any, message: str, previous: Any = None, served: Seq
     """
     if not message.strip():
         return TurnAnalysisResult(SessionTurnAnalysis())
-    from memlab.retrievers._completion import register_offline_default
+    from memlab.llm import register_structured_handler
 
-    register_offline_default(SessionTurnAnalysis.__name__, offline_turn_analysis)
+    register_structured_handler(SessionTurnAnalysis.__name__, offline_turn_analysis, replace=False)
     result = await llm.complete(analysis_messages(message, previous, served), response_model=SessionTurnAnalysis)
     return TurnAnalysisResult(result.structured, 1, result.tokens_in, result.tokens_out)
 

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -56,6 +55,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from memlab.graph._chunking import sentence_spans
 from memlab.llm import OfflineRequest, register_structured_handler
+from memlab.llm._offline import message_text
 
 __all__ = [
     "CHUNK_CLOSE",
@@ -209,15 +209,6 @@ def extraction_messages(chunk_text: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": _SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def _message_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        return "\n".join(part["text"] for part in content if isinstance(part, Mapping) and isinstance(part.get("text"), str))
-    return ""
-
-
 def chunk_from_messages(messages: Sequence[Mapping[str, Any]]) -> str:
     """The chunk text of an :func:`extraction_messages` chat.
 
@@ -225,7 +216,7 @@ def chunk_from_messages(messages: Sequence[Mapping[str, Any]]) -> str:
     last ``</chunk>`` line; a user message without those markers is used whole.
     """
     users = [message for message in messages if message.get("role") == "user"]
-    text = _message_text(users[-1]) if users else ""
+    text = message_text(users[-1]) if users else ""
     opening = text.find(CHUNK_OPEN + "\n")
     closing = text.rfind("\n" + CHUNK_CLOSE)
     if 0 <= opening and opening + len(CHUNK_OPEN) <= closing:
@@ -457,9 +448,6 @@ def offline_extraction(request: OfflineRequest) -> ChunkExtraction:
     return extract_offline(chunk_from_messages(request.messages))
 
 
-_REGISTER_LOCK = threading.Lock()
-
-
 def register_offline_extraction() -> None:
     """Make ``memlab/offline`` answer :class:`ChunkExtraction` calls with :func:`offline_extraction`.
 
@@ -467,7 +455,4 @@ def register_offline_extraction() -> None:
     handler already registered under ``"ChunkExtraction"`` (a researcher's own) is
     left in place.
     """
-    with _REGISTER_LOCK:
-        previous = register_structured_handler(ChunkExtraction.__name__, offline_extraction)
-        if previous is not None and previous is not offline_extraction:
-            register_structured_handler(ChunkExtraction.__name__, previous)
+    register_structured_handler(ChunkExtraction.__name__, offline_extraction, replace=False)

@@ -79,6 +79,7 @@ __all__ = [
     "ensure_registered",
     "extractive_answer",
     "fill_schema",
+    "message_text",
     "offline_latency_ms",
     "parse_prompt",
     "prompt_text",
@@ -263,8 +264,12 @@ _HANDLERS: dict[str, StructuredHandler] = {}
 _HANDLERS_LOCK = threading.Lock()
 
 
-def register_structured_handler(model_name: str, fn: StructuredHandler) -> StructuredHandler | None:
-    """Make the offline provider fill the schema named ``model_name`` with ``fn``; returns the handler it replaced.
+def register_structured_handler(model_name: str, fn: StructuredHandler, *, replace: bool = True) -> StructuredHandler | None:
+    """Make the offline provider fill the schema named ``model_name`` with ``fn``; returns the handler registered before.
+
+    With ``replace=False`` a handler already registered under ``model_name`` is
+    kept (checked and set atomically) and ``fn`` is registered only when there
+    was none, so a non-None return means nothing changed.
 
     ``model_name`` is the schema name litellm sends, which for a pydantic
     ``response_model`` is its class name (``"SessionTurnAnalysis"``); a schema
@@ -281,7 +286,8 @@ def register_structured_handler(model_name: str, fn: StructuredHandler) -> Struc
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     with _HANDLERS_LOCK:
         previous = _HANDLERS.get(model_name)
-        _HANDLERS[model_name] = fn
+        if replace or previous is None:
+            _HANDLERS[model_name] = fn
     return previous
 
 

@@ -9,7 +9,6 @@ shape and ``usage`` always counts the answer call.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -76,9 +75,6 @@ async def structured_call(
     return result.structured
 
 
-_REGISTER_LOCK = threading.Lock()
-
-
 def register_offline_default(schema_name: str, handler: Callable[[Any], Any]) -> None:
     """Make ``handler`` the offline provider's filler of ``schema_name`` unless another handler is registered.
 
@@ -87,7 +83,4 @@ def register_offline_default(schema_name: str, handler: Callable[[Any], Any]) ->
     """
     from memlab.llm import register_structured_handler
 
-    with _REGISTER_LOCK:
-        previous = register_structured_handler(schema_name, handler)
-        if previous is not None and previous is not handler:
-            register_structured_handler(schema_name, previous)
+    register_structured_handler(schema_name, handler, replace=False)

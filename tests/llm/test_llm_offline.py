@@ -339,6 +339,23 @@ async def test_a_failing_handler_is_an_llm_error(client) -> None:
         unregister_structured_handler("Place")
 
 
+def test_register_without_replace_keeps_the_registered_handler() -> None:
+    def researcher(request: OfflineRequest) -> dict:
+        return {}
+
+    def default(request: OfflineRequest) -> dict:
+        return {}
+
+    try:
+        assert register_structured_handler("Place", default, replace=False) is None
+        assert register_structured_handler("Place", default, replace=False) is default
+        register_structured_handler("Place", researcher)
+        assert register_structured_handler("Place", default, replace=False) is researcher
+        assert unregister_structured_handler("Place") is researcher
+    finally:
+        unregister_structured_handler("Place")
+
+
 def test_register_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError):
         register_structured_handler("  ", lambda request: {})
