@@ -43,6 +43,7 @@ from memlab.retrievers._graph_completion import GraphCompletionRetriever
 from memlab.retrievers._hybrid import HybridCompletionRetriever
 from memlab.retrievers._triplet import TripletCompletionRetriever
 from memlab.session._guidance import ServedGuidance, apply_turn_analysis, context_entries, serve_guidance
+from memlab.session._manager import HISTORY_LAST_N
 
 if TYPE_CHECKING:
     from memlab.stack import MemoryStack
@@ -106,6 +107,7 @@ class StackTurn(TurnPort):
         self.session_id = session_id
         self.session_available = stack.session_manager.available
         self.started = time.perf_counter()
+        self._history_turns: list[Any] | None = None
         self.record: dict[str, Any] = {
             "mode": mode,
             "requested_mode": requested_mode,
@@ -134,17 +136,18 @@ class StackTurn(TurnPort):
         self.record["tokens_out"] += tokens_out
 
     async def load(self) -> TurnState:
+        """Also keeps the history turns it reads for :meth:`answer` (no turn is stored in between)."""
         if not self.session_available:
             return TurnState()
         manager = self.stack.session_manager
-        last_two = await manager.get_session(self.user_id, last_n=2, session_id=self.session_id)
-        previous = last_two[-1] if last_two else None
-        served: list[Any] = []
+        self._history_turns = await manager.get_session(self.user_id, last_n=HISTORY_LAST_N, session_id=self.session_id)
+        state = TurnState(self._history_turns[-2:])
+        previous = state.previous
         if previous is not None and previous.used_session_context_ids:
             wanted = set(previous.used_session_context_ids)
-            rows = await manager.get_context_entries(self.user_id, session_id=self.session_id)
-            served = [entry for entry in context_entries(rows) if entry.id in wanted]
-        return TurnState(previous, list(last_two), served)
+            state.guidance_entries = context_entries(await manager.get_context_entries(self.user_id, session_id=self.session_id))
+            state.served = [entry for entry in state.guidance_entries if entry.id in wanted]
+        return state
 
     async def analyze(self, state: TurnState) -> Any:
         self._count("analysis", 1, 0, 0)  # counted when made, even if it then fails
@@ -165,13 +168,21 @@ class StackTurn(TurnPort):
             now=self.stack.clock.now(),
         )
 
-    async def guidance(self, query: str) -> ServedGuidance | None:
+    async def guidance(self, query: str, entries: list[Any] | None = None) -> ServedGuidance | None:
         if not self.session_available:
             return None
-        return await serve_guidance(self.stack.session_manager, self.user_id, self.session_id, query, now=self.stack.clock.now())
+        manager = self.stack.session_manager
+        return await serve_guidance(manager, self.user_id, self.session_id, query, now=self.stack.clock.now(), entries=entries)
+
+    async def _history(self) -> str:
+        """The answer's conversation history: from the turns :meth:`load` read, else read now."""
+        manager = self.stack.session_manager
+        if self._history_turns is None:
+            return await manager.get_history(self.user_id, session_id=self.session_id)
+        return manager.format_entries(self._history_turns, include_context=False)
 
     async def answer(self, query: str, guidance: Any, *, rewrite: str | None = None) -> Completion:
-        history = await self.stack.session_manager.get_history(self.user_id, session_id=self.session_id)
+        history = await self._history()
         block = guidance.block if guidance is not None else ""
         base = self.scope
         scope = RetrievalScope(base.memory, base.dataset_ids, base.top_k, base.llm, history="\n\n".join(part for part in (block, history) if part))

@@ -35,11 +35,21 @@ ACK = "Got it."
 
 @dataclass
 class TurnState:
-    """What a turn reads before it runs: the previous turn, the last two turns (oldest first), the guidance served to the previous answer."""
+    """What a turn reads before it runs.
 
-    previous: Any = None
+    ``last_two``: the last two turns, oldest first; ``served``: the guidance served
+    to the previous answer; ``guidance_entries``: all the session's guidance
+    entries when they were read (to find ``served``), None when they were not.
+    """
+
     last_two: list[Any] = field(default_factory=list)
     served: list[Any] = field(default_factory=list)
+    guidance_entries: list[Any] | None = None
+
+    @property
+    def previous(self) -> Any:
+        """The previous turn (the last of ``last_two``), None when there is none."""
+        return self.last_two[-1] if self.last_two else None
 
 
 def should_answer_turn(analysis: Any, previous: Any) -> bool:
@@ -72,8 +82,12 @@ class TurnPort(abc.ABC):
         """Write the analysis' feedback, guidance updates and ratings."""
 
     @abc.abstractmethod
-    async def guidance(self, query: str) -> Any:
-        """The guidance to serve an answer to ``query`` (rendered block + ids), stamped as served."""
+    async def guidance(self, query: str, entries: list[Any] | None = None) -> Any:
+        """The guidance to serve an answer to ``query`` (rendered block + ids), stamped as served.
+
+        ``entries``: the session's guidance entries when the caller read them with
+        nothing written since (None: read them).
+        """
 
     @abc.abstractmethod
     async def answer(self, query: str, guidance: Any, *, rewrite: str | None = None) -> Any:

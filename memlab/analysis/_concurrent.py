@@ -37,9 +37,9 @@ class ConcurrentMode(AnalysisMode):
         rewrite = build_conversational_query(port.query, prior)
         lane = rewrite if rewrite and rewrite != " ".join(port.query.split()) else None
         port.note(effective_query=port.query, rewrite=lane)
-        guidance = await port.guidance(port.query) if self.analyzes else None
         analysis_task = asyncio.ensure_future(self.analyze(port, state)) if self.analyzes else None
         try:
+            guidance = await port.guidance(port.query, state.guidance_entries) if self.analyzes else None
             completion = await port.answer(port.query, guidance, rewrite=lane)
         except BaseException:
             if analysis_task is not None:

@@ -20,6 +20,7 @@ on), rendered by :func:`render_guidance`, and stamped ``last_served_at`` unless
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -251,14 +252,25 @@ def render_guidance(entries: Iterable[SessionContextEntry]) -> str:
 
 
 async def serve_guidance(
-    manager: Any, user_id: str, session_id: str, query: str, *, now: datetime, stamp_served: bool = True
+    manager: Any,
+    user_id: str,
+    session_id: str,
+    query: str,
+    *,
+    now: datetime,
+    stamp_served: bool = True,
+    entries: Iterable[SessionContextEntry] | None = None,
 ) -> ServedGuidance:
-    """Select and render the session's guidance for ``query``; stamps ``last_served_at=now`` on what it serves."""
-    entries = context_entries(await manager.get_context_entries(user_id, session_id=session_id))
+    """Select and render the session's guidance for ``query``; stamps ``last_served_at=now`` on what it serves.
+
+    ``entries``: the session's guidance entries, when the caller holds current ones (None: read them).
+    """
+    if entries is None:
+        entries = context_entries(await manager.get_context_entries(user_id, session_id=session_id))
     chosen = select_guidance(entries, query)
     if not chosen:
         return ServedGuidance()
     if stamp_served:
-        for entry in chosen:
-            await manager.update_context_entry(user_id, entry.id, {"last_served_at": now.isoformat()}, session_id=session_id)
+        stamp = {"last_served_at": now.isoformat()}
+        await asyncio.gather(*(manager.update_context_entry(user_id, entry.id, stamp, session_id=session_id) for entry in chosen))
     return ServedGuidance(render_guidance(chosen), [entry.id for entry in chosen])

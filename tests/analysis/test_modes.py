@@ -195,6 +195,25 @@ async def test_harmful_rating_stops_serving_a_rule(tmp_path) -> None:
         assert record["guidance_ids"] == [] and rule["id"] == rule_id
 
 
+@pytest.mark.parametrize(("mode", "reads"), [("concurrent", ["qa", "context"]), ("sequential", ["qa", "context", "context"]), ("off", ["qa"])])
+async def test_a_turn_reads_its_history_once_and_reuses_unchanged_guidance(tmp_path, monkeypatch, mode, reads) -> None:
+    async with _stack(tmp_path, search_mode=mode) as stack:
+        await _turn(stack, "Always cite the source.")
+        await _turn(stack, "Who discovered Polonium?")
+        cache = stack.session_manager.cache
+        counted = []
+        for name, kind in (("get_latest_qa_entries", "qa"), ("get_session_context_entries", "context")):
+            method = getattr(cache, name)
+
+            async def counting(*args, _kind=kind, _method=method, **kwargs):
+                counted.append(_kind)
+                return await _method(*args, **kwargs)
+
+            monkeypatch.setattr(cache, name, counting)
+        _, record = await _turn(stack, "Who described the Turing machine?")
+        assert record["answered"] and counted == reads  # sequential re-reads guidance after its analysis
+
+
 # -- fallback to sequential ------------------------------------------------------------------
 
 
