@@ -63,17 +63,14 @@ class WarmupProbe:
         failed = None
         count = 0
         for dataset_id in dataset_ids:
-            runs = await self._store.runs(dataset_id)
-            documents = await self._store.count_data(dataset_id)
-            count += documents
-            building = [run for run in runs if run.pipeline_name != ADD_PIPELINE]
-            built = any(run.status == "completed" for run in building)
-            if built and documents >= self.threshold:
+            state = await self._store.build_state(dataset_id, ADD_PIPELINE)
+            count += state.documents
+            if state.built and state.documents >= self.threshold:
                 self._warm(dataset_id, now)
                 return None
-            if building and building[-1].status == "errored":
-                failed = failed or building[-1]
-            elif runs and not built:  # staged only, or a first build in flight: fail safe
+            if state.latest_build is not None and state.latest_build.status == "errored":
+                failed = failed or state.latest_build
+            elif state.any_run and not state.built:  # staged only, or a first build in flight: fail safe
                 self._warm(dataset_id, now)
                 return None
         if failed is not None:

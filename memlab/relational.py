@@ -14,8 +14,9 @@ from pathlib import Path
 
 import json
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
-from sqlalchemy import Boolean, Column, ForeignKey, Index, Integer, MetaData, String, Table, Text, bindparam, delete, func, select, update
+from sqlalchemy import Boolean, Column, ForeignKey, Index, Integer, MetaData, String, Table, Text, bindparam, delete, exists, func, select, update
 
 from memlab._sqlrun import DB, SQLiteRunner, is_integrity_error
 from memlab.exceptions import ValidationError
@@ -98,6 +99,9 @@ _DATA_COLS = (
     data.c.created_at,
 )
 _RUN_COLS = tuple(pipeline_runs.c)
+#: content hashes per ``data_by_hashes`` query (statements are compiled once, so the IN list has a fixed size)
+_HASH_CHUNK = 100
+_building = (pipeline_runs.c.dataset_id == bindparam("dataset_id"), pipeline_runs.c.pipeline_name != bindparam("staging"))
 
 STATEMENTS = {
     "user_insert": users.insert().values(
@@ -139,11 +143,13 @@ STATEMENTS = {
         text=bindparam("text"),
         created_at=bindparam("created_at"),
     ),
-    "data_by_hash": select(*_DATA_COLS).where(data.c.dataset_id == bindparam("dataset_id"), data.c.content_hash == bindparam("content_hash")),
+    "data_by_hash": select(data.c.id).where(data.c.dataset_id == bindparam("dataset_id"), data.c.content_hash == bindparam("content_hash")),
+    "data_by_hashes": select(data.c.content_hash, data.c.id).where(
+        data.c.dataset_id == bindparam("dataset_id"), data.c.content_hash.in_([bindparam(f"h{i}") for i in range(_HASH_CHUNK)])
+    ),
     "data_by_id": select(*_DATA_COLS).where(data.c.dataset_id == bindparam("dataset_id"), data.c.id == bindparam("id")),
     "data_of_dataset": select(*_DATA_COLS).where(data.c.dataset_id == bindparam("dataset_id")).order_by(data.c.created_at, data.c.id),
     "data_count": select(func.count()).select_from(data).where(data.c.dataset_id == bindparam("dataset_id")),
-    "data_text": select(data.c.text).where(data.c.dataset_id == bindparam("dataset_id"), data.c.id == bindparam("id")),
     "data_delete": delete(data).where(data.c.dataset_id == bindparam("dataset_id"), data.c.id == bindparam("id")),
     "data_delete_all": delete(data).where(data.c.dataset_id == bindparam("dataset_id")),
     "run_insert": pipeline_runs.insert().values(
@@ -162,7 +168,15 @@ STATEMENTS = {
         error_message=bindparam("error_message"),
         finished_at=bindparam("finished_at"),
     ),
-    "run_by_id": select(*_RUN_COLS).where(pipeline_runs.c.id == bindparam("id")),
+    "run_latest_build": select(*_RUN_COLS)
+    .where(*_building)
+    .order_by(pipeline_runs.c.started_at.desc(), pipeline_runs.c.id.desc())
+    .limit(1),
+    "build_summary": select(
+        select(func.count()).select_from(data).where(data.c.dataset_id == bindparam("dataset_id")).scalar_subquery(),
+        exists().where(pipeline_runs.c.dataset_id == bindparam("dataset_id")),
+        exists().where(*_building, pipeline_runs.c.status == "completed"),
+    ),
     "runs_of_dataset": select(*_RUN_COLS)
     .where(pipeline_runs.c.dataset_id == bindparam("dataset_id"))
     .order_by(pipeline_runs.c.started_at, pipeline_runs.c.id),
@@ -215,6 +229,15 @@ def _run(row) -> PipelineRun:
         started_at=_when(row[7]),
         finished_at=_when(row[8]) if row[8] else None,
     )
+
+
+class BuildState(NamedTuple):
+    """A dataset's document count, whether it has any run, any completed build, and its latest build run."""
+
+    documents: int
+    any_run: bool
+    built: bool
+    latest_build: PipelineRun | None
 
 
 #: one document to store: ``(data_id, name, source, extension, content_hash, size_bytes, text)``
@@ -325,18 +348,13 @@ class RelationalStore:
         return {row[0] for row in rows}
 
     # documents
-    async def add_data(self, dataset_id: uuid.UUID, items: Sequence[NewData], tags: Iterable[str] = ()) -> tuple[list[DataRecord], list[bool]]:
-        """Store documents not yet in the dataset (by content hash), all in one transaction.
-
-        Returns each item's record (the existing one for known content) and whether it is new.
-        """
+    async def add_data(self, dataset_id: uuid.UUID, items: Sequence[NewData], tags: Iterable[str] = ()) -> None:
+        """Store the documents whose content hash the dataset lacks, all in one transaction."""
         ids, tag_text, created = str(dataset_id), json.dumps(sorted(set(tags))), self.clock.now().isoformat()
 
-        def work(db: DB) -> tuple[list[DataRecord], list[bool]]:
-            records, fresh = [], []
+        def work(db: DB) -> None:
             for data_id, name, source, extension, content_hash, size, text in items:
-                row = db.first("data_by_hash", dataset_id=ids, content_hash=content_hash)
-                if row is None:
+                if db.first("data_by_hash", dataset_id=ids, content_hash=content_hash) is None:
                     db.run(
                         "data_insert",
                         id=str(data_id),
@@ -350,14 +368,8 @@ class RelationalStore:
                         text=text,
                         created_at=created,
                     )
-                    row = db.first("data_by_hash", dataset_id=ids, content_hash=content_hash)
-                    fresh.append(True)
-                else:
-                    fresh.append(False)
-                records.append(_data(row))
-            return records, fresh
 
-        return await self._run(work, write=True)
+        await self._run(work, write=True)
 
     async def known_hashes(self, dataset_id: uuid.UUID, hashes: Iterable[str]) -> dict[str, str]:
         """``content hash -> data id`` for the given hashes already stored in the dataset (one read)."""
@@ -365,10 +377,10 @@ class RelationalStore:
 
         def work(db: DB) -> dict[str, str]:
             found = {}
-            for content_hash in wanted:
-                row = db.first("data_by_hash", dataset_id=ids, content_hash=content_hash)
-                if row is not None:
-                    found[content_hash] = row[0]
+            for start in range(0, len(wanted), _HASH_CHUNK):
+                chunk = wanted[start : start + _HASH_CHUNK]
+                padded = chunk + chunk[-1:] * (_HASH_CHUNK - len(chunk))
+                found.update(db.rows("data_by_hashes", dataset_id=ids, **{f"h{i}": value for i, value in enumerate(padded)}))
             return found
 
         return await self._run(work, write=False)
@@ -384,10 +396,6 @@ class RelationalStore:
         rows = await self._run(lambda db: db.rows("data_of_dataset", dataset_id=str(dataset_id)), write=False)
         return [_data(row) for row in rows]
 
-    async def data_text(self, dataset_id: uuid.UUID, data_id: uuid.UUID) -> str | None:
-        row = await self._run(lambda db: db.first("data_text", dataset_id=str(dataset_id), id=str(data_id)), write=False)
-        return row[0] if row else None
-
     async def delete_data(self, dataset_id: uuid.UUID, data_ids: Iterable[uuid.UUID]) -> None:
         ids = [str(data_id) for data_id in data_ids]
 
@@ -399,17 +407,17 @@ class RelationalStore:
 
     # pipeline runs
     async def start_run(self, dataset_id: uuid.UUID, pipeline_name: str, data_count: int) -> PipelineRun:
-        run_id, started = str(uuid.uuid4()), self.clock.now().isoformat()
+        row = (str(uuid.uuid4()), str(dataset_id), pipeline_name, "started", None, None, data_count, self.clock.now().isoformat(), None)
         await self._run(
             lambda db: db.run(
-                "run_insert", id=run_id, dataset_id=str(dataset_id), pipeline_name=pipeline_name, status="started",
-                data_count=data_count, started_at=started,
+                "run_insert", id=row[0], dataset_id=row[1], pipeline_name=pipeline_name, status="started", data_count=data_count,
+                started_at=row[7],
             ),
             write=True,
         )
-        return await self.get_run(uuid.UUID(run_id))
+        return _run(row)
 
-    async def finish_run(self, run_id: uuid.UUID, status: str, *, error_class: str | None = None, error_message: str | None = None) -> PipelineRun:
+    async def finish_run(self, run_id: uuid.UUID, status: str, *, error_class: str | None = None, error_message: str | None = None) -> None:
         """Mark a run ``completed`` / ``errored``; ``error_message`` must already be scrubbed."""
         finished = self.clock.now().isoformat()
         await self._run(
@@ -418,11 +426,18 @@ class RelationalStore:
             ),
             write=True,
         )
-        return await self.get_run(run_id)
-
-    async def get_run(self, run_id: uuid.UUID) -> PipelineRun:
-        return _run(await self._run(lambda db: db.first("run_by_id", id=str(run_id)), write=False))
 
     async def runs(self, dataset_id: uuid.UUID) -> list[PipelineRun]:
         rows = await self._run(lambda db: db.rows("runs_of_dataset", dataset_id=str(dataset_id)), write=False)
         return [_run(row) for row in rows]
+
+    async def build_state(self, dataset_id: uuid.UUID, staging_pipeline: str) -> BuildState:
+        """What the recall warm-up probe needs of a dataset, in one read; runs of ``staging_pipeline`` build nothing."""
+        ids = str(dataset_id)
+
+        def work(db: DB) -> BuildState:
+            documents, any_run, built = db.first("build_summary", dataset_id=ids, staging=staging_pipeline)
+            latest = db.first("run_latest_build", dataset_id=ids, staging=staging_pipeline)
+            return BuildState(documents, bool(any_run), bool(built), _run(latest) if latest else None)
+
+        return await self._run(work, write=False)
