@@ -17,12 +17,16 @@ naming the dataset id and permission, never its content.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from memlab.exceptions import PermissionDeniedError, ValidationError
 from memlab.models import DataRecord, Dataset, ForgetResult, User
 from memlab.relational import RelationalStore
 from memlab.users import Users
+
+if TYPE_CHECKING:
+    from memlab.graph._memory import PermanentMemory
 
 MAIN_DATASET = "main_dataset"
 PERMISSIONS = ("read", "write")
@@ -48,12 +52,12 @@ def _check_permission(permission: str) -> str:
 
 
 class Datasets:
-    """Dataset registry of one stack. ``memory`` (the stack's permanent memory) performs deletions."""
+    """Dataset registry of one stack; ``memory()`` returns the stack's permanent memory, which performs deletions."""
 
-    def __init__(self, store: RelationalStore, users: Users) -> None:
+    def __init__(self, store: RelationalStore, users: Users, memory: Callable[[], PermanentMemory]) -> None:
         self._store = store
         self._users = users
-        self.memory: Any = None
+        self._memory = memory
 
     async def create(self, name: str, user: Any = None) -> Dataset:
         """Create the user's dataset ``name`` (or return the existing one)."""
@@ -124,12 +128,12 @@ class Datasets:
     async def delete_data(self, dataset: Any, data_id: Any, user: Any = None) -> ForgetResult:
         """Remove one document and the graph elements only it supported (as ``forget(data_id=...)``)."""
         target = await self.resolve(dataset, user, "write")
-        return await self.memory.forget_data(target, data_id)
+        return await self._memory().forget_data(target, data_id)
 
     async def empty_dataset(self, dataset: Any, user: Any = None) -> ForgetResult:
         """Remove every document of the dataset and its whole graph; the dataset itself stays."""
         target = await self.resolve(dataset, user, "write")
-        return await self.memory.forget_dataset(target, keep_dataset=True, keep_data=False)
+        return await self._memory().forget_dataset(target, keep_dataset=True, keep_data=False)
 
     # -- internals -----------------------------------------------------------------
     @staticmethod

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlab._clock import Clock, SystemClock
 from memlab.config import (
@@ -21,12 +22,17 @@ from memlab.config import (
 )
 from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import ConfigError, MemlabError, StackStateError, ValidationError
-from memlab.models import ForgetResult, ImproveResult, RecallResponse, RememberResult
+from memlab.models import Dataset, ForgetResult, ImproveResult, RecallResponse, RememberResult
 from memlab.provenance import ForgetEvent
 from memlab.relational import RelationalStore
 from memlab.session._api import SessionAPI
 from memlab.session._manager import SessionManager
 from memlab.users import Users
+
+if TYPE_CHECKING:
+    from memlab._recall import RecallFlows
+    from memlab.graph._documents import Document
+    from memlab.graph._memory import PermanentMemory
 
 logger = logging.getLogger("memlab.stack")
 
@@ -49,26 +55,8 @@ def _turn_text(question: str, answer: str) -> str:
     return f"Question: {question}\nAnswer: {answer}" if question.strip() else answer
 
 
-def _permanent_memory(stack: "MemoryStack", config: StackConfig):
-    from memlab.graph._memory import PermanentMemory
-
-    graph = config.graph
-    return PermanentMemory(
-        Path(config.data_root) / "graph",
-        stack._relational,
-        llm=stack.llm,
-        embedder=stack.embedder,
-        chunk_size=graph.chunk_size,
-        chunk_overlap=graph.chunk_overlap,
-        extraction_concurrency=graph.extraction_concurrency,
-        on_forget=stack._after_forget,
-    )
-
-
-def _recall_flows(stack: "MemoryStack"):
-    from memlab._recall import RecallFlows
-
-    return RecallFlows(stack)
+def _session_tags(sessions: Sequence[str]) -> list[str]:
+    return [f"session:{session}" for session in sessions]
 
 
 def _check_data_root(root: Path) -> None:
@@ -94,18 +82,38 @@ class MemoryStack:
         self.session_manager = SessionManager(self.cache, default_session_id=config.session.default_session_id)
         self._relational = RelationalStore(Path(config.data_root) / "memlab.db", self.clock)
         self.users = Users(self._relational)
-        self.datasets = Datasets(self._relational, self.users)
+        self.datasets = Datasets(self._relational, self.users, lambda: self.memory)
         self.session = SessionAPI(self)
         self.llm = build_llm_client(config)
         self.analysis = build_analysis_mode(config)
         self.merge = build_merge_policy(config)
         self.embedder = build_embedder(config)
-        self.memory = _permanent_memory(self, config)
-        self.datasets.memory = self.memory
-        self._flows = _recall_flows(self)
         self._improving: dict[tuple, asyncio.Task] = {}
         self._improve_again: set[tuple] = set()
         self.state = StackState.UNOPENED
+
+    @functools.cached_property
+    def memory(self) -> "PermanentMemory":
+        """The graph + vector memory of every dataset, built on first use."""
+        from memlab.graph._memory import PermanentMemory
+
+        graph = self.config.graph
+        return PermanentMemory(
+            Path(self.config.data_root) / "graph",
+            self._relational,
+            llm=self.llm,
+            embedder=self.embedder,
+            chunk_size=graph.chunk_size,
+            chunk_overlap=graph.chunk_overlap,
+            extraction_concurrency=graph.extraction_concurrency,
+            on_forget=self._after_forget,
+        )
+
+    @functools.cached_property
+    def _flows(self) -> "RecallFlows":
+        from memlab._recall import RecallFlows
+
+        return RecallFlows(self)
 
     @classmethod
     def from_config(cls, config: StackConfig | None = None, *, clock: Clock | None = None) -> "MemoryStack":
@@ -227,6 +235,21 @@ class MemoryStack:
         self._require_open()
         if isinstance(session_ids, str) or not isinstance(session_ids, Sequence) or not session_ids:
             raise ValidationError(f"session_ids must be a non-empty list of session ids, got {session_ids!r}")
+        target, sessions, turns, documents = await self._session_documents(dataset, session_ids, user)
+        if not turns:
+            return ImproveResult(status="nothing_to_improve", dataset_id=target.id, session_ids=sessions)
+        result = await self.memory.remember(target, documents, tags=_session_tags(sessions))
+        return ImproveResult(
+            status="completed",
+            dataset_id=target.id,
+            session_ids=sessions,
+            turns=turns,
+            data_ids=result.data_ids,
+            new_data_ids=result.new_data_ids,
+        )
+
+    async def _session_documents(self, dataset: Any, session_ids: Sequence[str], user: Any) -> tuple[Dataset, list[str], int, list[Document]]:
+        """The dataset to write (created when missing), the resolved session ids, the answered-turn count, those turns as documents."""
         from memlab.graph._documents import load_documents
 
         resolved = await self.users.resolve(user)
@@ -236,21 +259,18 @@ class MemoryStack:
         for session in sessions:
             entries = await self.session_manager.get_session(resolved.id, session_id=session)
             texts.extend(_turn_text(entry.question, entry.answer) for entry in entries if entry.answer.strip())
-        if not texts:
-            return ImproveResult(status="nothing_to_improve", dataset_id=target.id, session_ids=sessions)
-        documents = await asyncio.to_thread(load_documents, texts)
-        result = await self.memory.remember(target, documents, tags=[f"session:{session}" for session in sessions])
-        return ImproveResult(
-            status="completed",
-            dataset_id=target.id,
-            session_ids=sessions,
-            turns=len(texts),
-            data_ids=result.data_ids,
-            new_data_ids=result.new_data_ids,
-        )
+        documents = await asyncio.to_thread(load_documents, texts) if texts else []
+        return target, sessions, len(texts), documents
+
+    async def _improve_in_background(self, dataset: Any, session: str, user: Any) -> None:
+        """:meth:`improve` of one session, except that a dataset already holding every turn is left untouched (no pipeline runs)."""
+        target, sessions, _, documents = await self._session_documents(dataset, [session], user)
+        hashes = {document.content_hash for document in documents}
+        if len(await self._relational.known_hashes(target.id, hashes)) < len(hashes):
+            await self.memory.remember(target, documents, tags=_session_tags(sessions))
 
     def _schedule_improvement(self, dataset: Any, session: str, user: Any) -> None:
-        """Run :meth:`improve` for one session in the background; coalesces repeated requests."""
+        """Improve one session in the background (:meth:`_improve_in_background`); coalesces repeated requests."""
         key = (str(dataset), session, str(user.id))
         if key in self._improving:
             self._improve_again.add(key)
@@ -261,7 +281,7 @@ class MemoryStack:
                 while True:
                     self._improve_again.discard(key)
                     try:
-                        await self.improve(dataset=dataset, session_ids=[session], user=user)
+                        await self._improve_in_background(dataset, session, user)
                     except Exception as exc:  # background work: log, never raise into the caller
                         logger.warning("self-improvement of session %r into %r failed: %s: %s", session, dataset, type(exc).__name__, exc)
                     if key not in self._improve_again:
@@ -305,8 +325,7 @@ class MemoryStack:
         if data_id is not None:
             if memory_only:
                 raise ValidationError("forget(data_id=...) removes one document; memory_only applies to a whole dataset")
-            target = await self.datasets.resolve(MAIN_DATASET if dataset is None else dataset, resolved, "write")
-            return await self.memory.forget_data(target, data_id)
+            return await self.datasets.delete_data(MAIN_DATASET if dataset is None else dataset, data_id, resolved)
         if dataset is None:
             raise ValidationError("forget() needs dataset=..., data_id=... or everything=True")
         target = await self.datasets.resolve(dataset, resolved, "write")
