@@ -363,7 +363,7 @@ class _EnvReader:
             ("RECALL_WARMUP_SHORTCIRCUIT", "warmup_shortcircuit", lambda raw: self.flag("RECALL_WARMUP_SHORTCIRCUIT", True)),
             ("RECALL_WARMUP_THRESHOLD", "warmup_threshold", lambda raw: int(raw)),
             ("RECALL_WARMUP_CACHE_TTL", "warmup_cache_ttl_seconds", float),
-            ("SKILL_GATE_ENABLED", "skill_gate_enabled", lambda raw: raw.strip().lower() not in {"false", "0", "no"}),
+            ("SKILL_GATE_ENABLED", "skill_gate_enabled", lambda raw: importlib.import_module("memlab.retrievers._skill_gate").skill_gate_enabled(self.env)),
         ):
             raw = self.env.get(name)
             if raw is None or not raw.strip():
