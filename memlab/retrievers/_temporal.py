@@ -37,10 +37,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
-
-from memlab.retrievers._base import Completion, RetrievalScope, Retriever, SearchResultItem, answer, element_item, vector_items
+from memlab.retrievers._base import RetrievalScope, SearchResultItem, element_item, vector_items
 from memlab.retrievers._chunks import check_request
+from memlab.retrievers._completion import AnswerFromContext
 from memlab.retrievers._routing import _DAY, _MONTH, _YEAR
 from memlab.retrievers._snapshot_cache import snapshot_index
 from memlab.retrievers._types import SearchType
@@ -166,11 +165,10 @@ async def _nearest_among(query: str, scope: RetrievalScope, dataset_id: Any, can
     return vectors.collection("chunks").search_among(await scope.embed(query), candidates, scope.top_k)
 
 
-class TemporalRetriever(Retriever):
+class TemporalRetriever(AnswerFromContext):
     """``TEMPORAL``: chunks with a date in the query's time window, by vector distance; plain chunk search without a window."""
 
     search_type = SearchType.TEMPORAL
-    completes = True
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
         if not check_request(query, scope):
@@ -198,7 +196,3 @@ class TemporalRetriever(Retriever):
                     items.append(item)
         items.sort(key=lambda item: item.score)
         return items[: scope.top_k]
-
-    async def get_completion(self, query: str, scope: RetrievalScope, *, response_model: type[BaseModel] | None = None) -> Completion:
-        """One grounded LLM answer from :meth:`get_context`."""
-        return await answer(query, await self.get_context(query, scope), scope, response_model=response_model)
