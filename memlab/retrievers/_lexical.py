@@ -53,7 +53,7 @@ def _folded(text: str) -> str:
 
 @dataclass(frozen=True)
 class _Index:
-    """One snapshot's chunks: ids and folded texts by position, postings ``term -> (positions, BM25 tf weights)``."""
+    """One snapshot's chunks: ids and folded texts by position, postings ``term -> (ascending positions, BM25 tf weights)``."""
 
     ids: list[str]
     folded: list[str]
@@ -85,6 +85,12 @@ def _build(graph: Any) -> _Index:
     return _Index(ids, folded, postings, idf)
 
 
+def _holds(positions: Any, position: int) -> bool:
+    """Whether the sorted ``positions`` array holds ``position``."""
+    at = positions.searchsorted(position)
+    return bool(at < len(positions) and positions[at] == position)
+
+
 def _ranked(index: _Index, terms: list[str], phrase: str | None, limit: int) -> list[tuple[int, float, list[str]]]:
     """``(position, bm25, matched terms)`` of the best ``limit`` chunks, best first."""
     import numpy as np
@@ -103,8 +109,7 @@ def _ranked(index: _Index, terms: list[str], phrase: str | None, limit: int) -> 
         text = index.folded[position]
         if phrase is not None and phrase not in text:
             continue
-        tokens = set(lexical_tokens(text))
-        out.append((position, float(scores[position]), [term for term in present if term in tokens]))
+        out.append((position, float(scores[position]), [term for term in present if _holds(index.postings[term][0], position)]))
         if len(out) == limit:
             break
     return out
