@@ -153,7 +153,8 @@ class RecallFlows:
             sources_asked, session_id=session_id, has_datasets=explicit, has_query_type=search_type is not None
         )
         targets = await self._targets(acting, datasets, dataset_ids) if "graph" in sources else []
-        skills = self._start_skill_gate(query, search_type, sources, targets, explicit, top_k, only_context)
+        scope = RetrievalScope(stack.memory, [dataset.id for dataset in targets], top_k, stack.llm)
+        skills = self._start_skill_gate(query, search_type, sources, targets, explicit, scope, only_context)
         results: list[RecallResponse] = []
         try:
             for source in sources:
@@ -165,7 +166,7 @@ class RecallFlows:
                 elif source == "graph":
                     results.extend(
                         await self._graph(
-                            query, search_type, targets, auto_route=auto_route, top_k=top_k, only_context=only_context,
+                            query, search_type, targets, scope, auto_route=auto_route, only_context=only_context,
                             response_model=response_model, sole=sources == ["graph"],
                         )
                     )
@@ -213,9 +214,9 @@ class RecallFlows:
         query: str,
         search_type: SearchType | None,
         targets: list[Dataset],
+        scope: RetrievalScope,
         *,
         auto_route: bool,
-        top_k: int,
         only_context: bool,
         response_model: type[BaseModel] | None,
         sole: bool,
@@ -233,7 +234,6 @@ class RecallFlows:
                 search_type, routed = decision.search_type, decision.rule != "default"
             else:
                 search_type = SearchType.HYBRID_COMPLETION
-        scope = RetrievalScope(self.stack.memory, [dataset.id for dataset in targets], top_k, self.stack.llm)
         found = await self._run(search_type, query, scope, only_context=only_context, response_model=response_model)
         if not found and routed and search_type in RETRY_WHEN_EMPTY:
             logger.info("routed %s found nothing; retrying as %s", search_type.value, SearchType.HYBRID_COMPLETION.value)
@@ -251,9 +251,16 @@ class RecallFlows:
         return [item_response(item, search_type) for item in await retriever.get_context(query, scope)]
 
     def _start_skill_gate(
-        self, query: str, search_type: SearchType | None, sources: list[str], targets: list[Dataset], explicit: bool, top_k: int, only_context: bool
+        self,
+        query: str,
+        search_type: SearchType | None,
+        sources: list[str],
+        targets: list[Dataset],
+        explicit: bool,
+        scope: RetrievalScope,
+        only_context: bool,
     ) -> asyncio.Task | None:
-        """The skill lookup as a task, when the gate's conditions hold (SPEC §9.5); it never raises."""
+        """The skill lookup over ``scope`` as a task, when the gate's conditions hold (SPEC §9.5); it never raises."""
         if (
             "graph" not in sources
             or only_context
@@ -267,7 +274,6 @@ class RecallFlows:
 
         async def lookup() -> list[SkillRecallResponse]:
             try:
-                scope = RetrievalScope(self.stack.memory, [targets[0].id], top_k, self.stack.llm)
                 items = await get_retriever(SearchType.SKILLS).get_context(query, scope)
             except Exception as exc:  # additive and fail-safe
                 logger.warning("skill lookup failed, adding no skills: %s: %s", type(exc).__name__, exc)

@@ -161,6 +161,23 @@ async def test_skill_gate_adds_skills_for_one_dataset(stack):
     assert not any(isinstance(r, SkillRecallResponse) for r in quiet)  # the gate did not fire
 
 
+async def test_skill_gated_recall_embeds_the_query_once(stack, monkeypatch):
+    await stack.remember(DEPLOY, dataset="ops", tags=["skills"])
+    await stack.remember(CURIE, dataset="ops")
+    query = "How do I deploy the service?"
+    embedded = []
+    embed = stack.memory.embedder.embed
+
+    async def counted(texts):
+        embedded.extend(texts)
+        return await embed(texts)
+
+    monkeypatch.setattr(stack.memory.embedder, "embed", counted)
+    results = await stack.recall(query, datasets=["ops"])
+    assert isinstance(results[-1], SkillRecallResponse)
+    assert embedded.count(query) == 1
+
+
 async def test_skill_gate_can_be_disabled(tmp_path):
     async with MemoryStack.from_config(fast_config(tmp_path, recall=RecallConfig(skill_gate_enabled=False))) as stack:
         await stack.remember(DEPLOY, dataset="ops", tags=["skills"])

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from memlab.exceptions import ValidationError
-from memlab.retrievers._base import Completion, RetrievalScope, Retriever, SearchResultItem, answer, no_usage
+from memlab.retrievers._base import Completion, RetrievalScope, Retriever, SearchResultItem, answer, best_per_id, no_usage
 from memlab.retrievers._completion import register_offline_default, structured_call
 from memlab.retrievers._hybrid import HybridSections, answer_sections, hybrid_sections
 from memlab.retrievers._types import SearchType
@@ -77,12 +77,7 @@ def _plan_queries(plan: RetrievalPlan, query: str) -> list[str]:
 
 def _merge(found: list[tuple[str, list[SearchResultItem]]]) -> list[SearchResultItem]:
     """``(sub_query, items)`` lists merged: one item per id with its best score, ``raw["sub_query"]`` the sub-query that scored it."""
-    best: dict[str, SearchResultItem] = {}
-    for sub_query, items in found:
-        for item in items:
-            if item.id not in best or item.score < best[item.id].score:
-                best[item.id] = item.model_copy(update={"raw": {**item.raw, "sub_query": sub_query}})
-    return sorted(best.values(), key=lambda item: item.score)
+    return best_per_id(item.model_copy(update={"raw": {**item.raw, "sub_query": sub_query}}) for sub_query, items in found for item in items)
 
 
 class AgenticCompletionRetriever(Retriever):
@@ -113,11 +108,7 @@ class AgenticCompletionRetriever(Retriever):
         register_offline_default(RetrievalPlan.__name__, offline_plan)
         plan = await structured_call(scope, _question_prompt(PLAN_INSTRUCTIONS, query), RetrievalPlan, usage)
         found = [(sub_query, await hybrid_sections(sub_query, scope)) for sub_query in _plan_queries(plan, query)]
-        return HybridSections(
-            _merge([(sub, sections.chunks) for sub, sections in found]),
-            _merge([(sub, sections.entities) for sub, sections in found]),
-            _merge([(sub, sections.triplets) for sub, sections in found]),
-        )
+        return HybridSections.of(lambda name: _merge([(sub, getattr(sections, name)) for sub, sections in found]))
 
 
 class SearchTypeChoice(BaseModel):

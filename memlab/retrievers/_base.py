@@ -22,8 +22,9 @@ Contract (every retriever, checked by ``tests/retrievers``):
 from __future__ import annotations
 
 import abc
+import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -39,6 +40,9 @@ __all__ = [
     "SearchResultItem",
     "add_usage",
     "answer",
+    "best_per_id",
+    "context_lines",
+    "dataset_graphs",
     "element_item",
     "no_usage",
     "vector_items",
@@ -109,13 +113,14 @@ class RetrievalScope:
     top_k: int
     llm: Any
     history: str = ""
-    _embedded: dict[str, Any] = field(default_factory=dict, repr=False)
+    _embedded: dict[str, asyncio.Future] = field(default_factory=dict, repr=False)
 
     async def embed(self, text: str) -> Any:
-        """The query vector of ``text`` (embedded once per scope)."""
-        if text not in self._embedded:
-            self._embedded[text] = (await self.memory.embedder.embed([text]))[0]
-        return self._embedded[text]
+        """The query vector of ``text``, embedded once per scope; concurrent first calls share it (a failed one is redone)."""
+        pending = self._embedded.get(text)
+        if pending is None or (pending.done() and (pending.cancelled() or pending.exception() is not None)):
+            pending = self._embedded[text] = asyncio.ensure_future(self.memory.embedder.embed([text]))
+        return (await asyncio.shield(pending))[0]
 
 
 class Retriever(abc.ABC):
@@ -131,6 +136,25 @@ class Retriever(abc.ABC):
     async def get_completion(self, query: str, scope: RetrievalScope, *, response_model: type[BaseModel] | None = None) -> Completion:
         """Answer ``query`` from :meth:`get_context` (completion retrievers override this)."""
         raise NotImplementedError(f"{type(self).__name__} ({self.search_type.value}) retrieves only; it does not answer")
+
+
+def context_lines(items: Iterable[SearchResultItem]) -> list[str]:
+    """One prompt line per item: its text with newlines as spaces."""
+    return [item.text.replace("\n", " ") for item in items]
+
+
+def best_per_id(items: Iterable[SearchResultItem]) -> list[SearchResultItem]:
+    """One item per id (the first with its lowest score), sorted by score; ties keep the order ids first appeared in."""
+    best: dict[str, SearchResultItem] = {}
+    for item in items:
+        if item.id not in best or item.score < best[item.id].score:
+            best[item.id] = item
+    return sorted(best.values(), key=lambda item: item.score)
+
+
+async def dataset_graphs(scope: RetrievalScope, items: Iterable[SearchResultItem]) -> dict[uuid.UUID, Any]:
+    """The graph of each dataset the ``items`` come from, read once each."""
+    return {dataset_id: await scope.memory.graph(dataset_id) for dataset_id in dict.fromkeys(item.dataset_id for item in items)}
 
 
 def element_item(graph: Any, dataset_id: uuid.UUID, element_id: str, score: float, **raw: Any) -> SearchResultItem | None:
@@ -204,7 +228,7 @@ async def answer(
     from memlab.llm import context_prompt
 
     system = instructions + (f"\n\n{scope.history}" if scope.history else "")
-    body = list(lines) if lines is not None else [item.text.replace("\n", " ") for item in items]
+    body = list(lines) if lines is not None else context_lines(items)
     messages = context_prompt(query, body, instructions=system)
     result = await scope.llm.complete(messages, response_model=response_model)
     usage = dict(usage) if usage is not None else no_usage()

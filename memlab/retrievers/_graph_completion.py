@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -43,6 +43,9 @@ from memlab.retrievers._base import (
     SearchResultItem,
     add_usage,
     answer,
+    best_per_id,
+    context_lines,
+    dataset_graphs,
     element_item,
     no_usage,
     vector_items,
@@ -75,21 +78,18 @@ SUMMARY_INSTRUCTIONS = (
 _DRAFT_LABEL = "Draft answer:"
 
 
-async def relationship_triplets(query: str, scope: RetrievalScope, *, hop_cost: float = ENTITY_HOP_COST) -> list[SearchResultItem]:
+async def relationship_triplets(query: str, scope: RetrievalScope) -> list[SearchResultItem]:
     """The graph-completion context of ``query`` (see the module docstring): at most ``scope.top_k`` triplets."""
-    found: dict[str, SearchResultItem] = {}
-    for item in await vector_items(query, scope, "triplets"):
-        found[item.id] = item.model_copy(update={"raw": {**item.raw, "via": "triplet"}})
-    for entity in await vector_items(query, scope, "entities"):
-        graph = await scope.memory.graph(entity.dataset_id)
-        score = entity.score + hop_cost
+    found = [item.model_copy(update={"raw": {**item.raw, "via": "triplet"}}) for item in await vector_items(query, scope, "triplets")]
+    entities = await vector_items(query, scope, "entities")
+    graphs = await dataset_graphs(scope, entities)
+    for entity in entities:
+        graph = graphs[entity.dataset_id]
         for edge_id in _relationship_edges(graph, entity.id):
-            if edge_id in found and found[edge_id].score <= score:
-                continue
-            item = element_item(graph, entity.dataset_id, edge_id, score, via="entity", entity_id=entity.id)
+            item = element_item(graph, entity.dataset_id, edge_id, entity.score + ENTITY_HOP_COST, via="entity", entity_id=entity.id)
             if item is not None:
-                found[edge_id] = item
-    return sorted(found.values(), key=lambda item: item.score)[: scope.top_k]
+                found.append(item)
+    return best_per_id(found)[: scope.top_k]
 
 
 def _relationship_edges(graph: Any, entity_id: str) -> list[str]:
@@ -106,11 +106,9 @@ class GraphCompletionRetriever(AnswerFromContext):
     """``GRAPH_COMPLETION``: relationship triplets (vector + entity neighbourhood), then one answer call."""
 
     search_type = SearchType.GRAPH_COMPLETION
-    #: see :data:`ENTITY_HOP_COST`
-    entity_hop_cost: ClassVar[float] = ENTITY_HOP_COST
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
-        return await relationship_triplets(query, scope, hop_cost=self.entity_hop_cost)
+        return await relationship_triplets(query, scope)
 
     async def _answer_in_rounds(
         self,
@@ -196,7 +194,7 @@ class GraphCompletionCotRetriever(GraphCompletionRetriever):
     async def _follow_up(self, query: str, draft: Completion, scope: RetrievalScope, usage: dict[str, int]) -> str:
         from memlab.llm import context_prompt
 
-        messages = context_prompt(query, [item.text.replace("\n", " ") for item in draft.context], instructions=FOLLOW_UP_INSTRUCTIONS)
+        messages = context_prompt(query, context_lines(draft.context), instructions=FOLLOW_UP_INSTRUCTIONS)
         messages[-1]["content"] = f"{_DRAFT_LABEL} {' '.join(draft.text.split())}\n{messages[-1]['content']}"
         chosen = await structured_call(scope, messages, FollowUpQuestion, usage)
         return chosen.question
@@ -240,7 +238,7 @@ class GraphSummaryCompletionRetriever(GraphCompletionRetriever):
         if not items:
             return await answer(query, items, scope, response_model=response_model)
         usage = no_usage()
-        messages = context_prompt(query, [item.text.replace("\n", " ") for item in items], instructions=SUMMARY_INSTRUCTIONS)
+        messages = context_prompt(query, context_lines(items), instructions=SUMMARY_INSTRUCTIONS)
         summary = await scope.llm.complete(messages)
         add_usage(usage, summary)
         return await answer(query, items, scope, lines=[" ".join(summary.text.split())], response_model=response_model, usage=usage)

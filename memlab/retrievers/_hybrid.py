@@ -12,7 +12,8 @@ ties keep that order): :meth:`HybridCompletionRetriever.get_context` returns its
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pydantic import BaseModel
@@ -35,6 +36,11 @@ class HybridSections:
     chunks: list[SearchResultItem] = field(default_factory=list)
     entities: list[SearchResultItem] = field(default_factory=list)
     triplets: list[SearchResultItem] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, section: Callable[[str], list[SearchResultItem]]) -> HybridSections:
+        """The sections ``section("chunks")``, ``section("entities")``, ``section("triplets")``."""
+        return cls(*(section(each.name) for each in fields(cls)))
 
     def ranked(self) -> list[SearchResultItem]:
         """Every item, by score (ties: chunks, then triplets, then entities)."""
@@ -97,11 +103,8 @@ class HybridCompletionRetriever(Retriever):
 
     def merge_lanes(self, raw: HybridSections | None, rewrite: HybridSections | None, policy: Any, limit: int) -> HybridSections:
         """Chunks, entities and triplets of the two lanes (None: failed or absent), each merged by ``policy`` under ``limit``."""
-        return HybridSections(
-            *(
-                policy.merge(getattr(raw, name) if raw is not None else None, getattr(rewrite, name) if rewrite is not None else None, limit)
-                for name in ("chunks", "entities", "triplets")
-            )
+        return HybridSections.of(
+            lambda name: policy.merge(getattr(raw, name) if raw is not None else None, getattr(rewrite, name) if rewrite is not None else None, limit)
         )
 
     async def answer_from(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from memlab.retrievers._base import RetrievalScope, SearchResultItem
+from memlab.retrievers._base import RetrievalScope, SearchResultItem, dataset_graphs
 from memlab.retrievers._chunks import CollectionRetriever
 from memlab.retrievers._types import SearchType
 
@@ -71,9 +71,11 @@ class SkillsRetriever(CollectionRetriever):
     collection = "tagged_skills"
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
+        found = await super().get_context(query, scope)
+        graphs = await dataset_graphs(scope, found)
         items = []
-        for item in await super().get_context(query, scope):
-            graph = await scope.memory.graph(item.dataset_id)
+        for item in found:
+            graph = graphs[item.dataset_id]
             chunk = graph.node(item.id)
             if chunk is None:
                 continue

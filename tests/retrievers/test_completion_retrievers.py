@@ -306,6 +306,25 @@ async def test_entity_neighbourhood_edges_score_entity_distance_plus_hop_cost(st
         assert graph.node(edge["source"])["type"] == graph.node(edge["target"])["type"] == "entity"
 
 
+async def test_graph_context_reads_each_graph_once_whatever_the_number_of_entities(stack, dataset_id, graph_reads) -> None:
+    counts = []
+    for top_k in (1, 5):
+        graph_reads.clear()
+        scope, _ = _scope(stack, dataset_id, top_k=top_k)
+        assert await relationship_triplets("Pierre Curie", scope)
+        counts.append(len(graph_reads))
+    assert counts[0] == counts[1]
+
+
+def test_registry_gives_one_shared_retriever_per_search_type() -> None:
+    from memlab.retrievers._registry import get_retriever
+
+    for search_type in SearchType:
+        retriever = get_retriever(search_type)
+        assert retriever.search_type is search_type
+        assert get_retriever(search_type.value.lower()) is retriever
+
+
 # --- hybrid and agentic -------------------------------------------------------------------
 
 

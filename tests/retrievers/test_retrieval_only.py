@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import uuid
 
@@ -94,6 +95,43 @@ def test_search_types_and_completes() -> None:
     assert CodingRulesRetriever.search_type is SearchType.CODING_RULES
     assert TemporalRetriever.completes
     assert not any(cls.completes for cls in (ChunksRetriever, SummariesRetriever, LexicalChunksRetriever, SkillsRetriever, CodingRulesRetriever))
+
+
+class CountingEmbedder:
+    """Embeds ``[text]`` as ``[[len(text)]]`` after a yield; the first ``fail`` calls raise."""
+
+    def __init__(self, fail: int = 0) -> None:
+        self.calls = 0
+        self.fail = fail
+
+    async def embed(self, texts):
+        self.calls += 1
+        await asyncio.sleep(0)
+        if self.calls <= self.fail:
+            raise RuntimeError("embedding failed")
+        return [[float(len(text))] for text in texts]
+
+
+class EmbedderOnly:
+    def __init__(self, embedder) -> None:
+        self.embedder = embedder
+
+
+async def test_scope_embeds_a_text_once_even_for_concurrent_first_calls() -> None:
+    embedder = CountingEmbedder()
+    scope = RetrievalScope(EmbedderOnly(embedder), [], 3, None)
+    first, second = await asyncio.gather(scope.embed("query"), scope.embed("query"))
+    assert first == second == [5.0] and embedder.calls == 1
+    assert await scope.embed("query") == [5.0] and embedder.calls == 1
+    assert await scope.embed("other") == [5.0] and embedder.calls == 2
+
+
+async def test_scope_redoes_a_failed_embedding() -> None:
+    embedder = CountingEmbedder(fail=1)
+    scope = RetrievalScope(EmbedderOnly(embedder), [], 3, None)
+    with pytest.raises(RuntimeError):
+        await scope.embed("query")
+    assert await scope.embed("query") == [5.0] and embedder.calls == 2
 
 
 async def test_retrieval_only_types_do_not_answer(stack, facts) -> None:
@@ -191,6 +229,15 @@ async def test_lexical_returns_only_chunks_with_a_matching_term(stack, facts) ->
     assert items[0].score == pytest.approx(1 / (1 + items[0].raw["bm25"]))
     assert await LexicalChunksRetriever().get_context("zzzunknown", scope_of(stack, [facts.dataset_id])) == []
     assert await LexicalChunksRetriever().get_context("?!", scope_of(stack, [facts.dataset_id])) == []
+
+
+async def test_lexical_matched_terms_are_the_query_terms_the_chunk_contains(stack, facts) -> None:
+    query = "Paris polonium bees moon zzzunknown Paris"
+    items = await LexicalChunksRetriever().get_context(query, scope_of(stack, [facts.dataset_id], 10))
+    assert len(items) > 1
+    terms = list(dict.fromkeys(lexical_tokens(query)))
+    for item in items:
+        assert item.raw["matched_terms"] == [term for term in terms if term in lexical_tokens(item.text)]
 
 
 async def test_lexical_bm25_values(stack) -> None:
@@ -342,6 +389,15 @@ async def test_skills_text_is_name_colon_description(stack, facts) -> None:
     untitled = by_content[SKILLS[2]]
     assert untitled.raw["skill"].startswith("text_")  # no heading: the document's name
     assert untitled.text == f"{untitled.raw['skill']}: {SKILLS[2]}"
+
+
+async def test_skills_read_each_graph_once_whatever_the_number_of_items(stack, facts, graph_reads) -> None:
+    counts = []
+    for top_k in (1, 3):
+        graph_reads.clear()
+        assert len(await SkillsRetriever().get_context("How do I deploy a service?", scope_of(stack, [facts.dataset_id], top_k))) == top_k
+        counts.append(len(graph_reads))
+    assert counts[0] == counts[1]
 
 
 def test_skill_description() -> None:
