@@ -281,10 +281,9 @@ class KnowledgeGraph:
                 "attrs": clone({k: v for k, v in data.items() if k not in _EDGE_FIELDS}),
                 "supporters": sorted(self._supporters[eid]),
             }
-            for source, target, eid, data in self._g.edges(keys=True, data=True)
+            for eid, (source, target) in self._ends.items()
+            for data in (self._g.edges[source, target, eid],)
         ]
-        order = {eid: index for index, eid in enumerate(self._ends)}  # insertion order, as from_dict replays it
-        edges.sort(key=lambda edge: order[edge["id"]])
         return {"format": GRAPH_FORMAT, "nodes": nodes, "edges": edges}
 
     @classmethod
@@ -295,14 +294,14 @@ class KnowledgeGraph:
         graph = cls()
         try:
             for item in data["nodes"]:
-                supporters = _supporter_list(item)
-                for data_id in supporters:
-                    graph.add_node(item["id"], type=item["type"], name=item["name"], text=item["text"], data_id=data_id, **item["attrs"])
+                first, *others = _supporter_list(item)
+                graph.add_node(item["id"], type=item["type"], name=item["name"], text=item["text"], data_id=first, **item["attrs"])
+                graph._support_also(others, item["id"])
             for item in data["edges"]:
-                supporters = _supporter_list(item)
+                first, *others = _supporter_list(item)
                 before = {end: graph.supporters(end) for end in (item["source"], item["target"])}
-                for data_id in supporters:
-                    eid = graph.add_edge(item["source"], item["relation"], item["target"], data_id=data_id, text=item["text"], **item["attrs"])
+                eid = graph.add_edge(item["source"], item["relation"], item["target"], data_id=first, text=item["text"], **item["attrs"])
+                graph._support_also(others, eid, item["source"], item["target"])
                 if eid != item["id"]:
                     raise ValidationError(f"edge {item['id']!r} does not match its endpoints and relation")
                 if any(graph.supporters(end) != support for end, support in before.items()):
@@ -316,6 +315,13 @@ class KnowledgeGraph:
     def _support(self, element: str, data_id: str) -> None:
         self._supporters.setdefault(element, set()).add(data_id)
         self._by_data.setdefault(data_id, set()).add(element)
+
+    def _support_also(self, data_ids: Iterable[str], *elements: str) -> None:
+        """Add more supporters to existing ``elements``, as repeated add_node / add_edge calls would."""
+        for data_id in data_ids:
+            _text("data_id", data_id)
+            for element in elements:
+                self._support(element, data_id)
 
     def _unsupport(self, element: str) -> None:
         for data_id in self._supporters.pop(element):

@@ -206,10 +206,8 @@ class PermanentMemory:
         records = await self._store.list_data(dataset.id)
         async with self._exclusive(dataset.id):
             loaded = await self._load(dataset.id)
-            removal = GraphRemoval(
-                node_ids=frozenset(node["id"] for node in loaded.graph.nodes()),
-                edge_ids=frozenset(edge["id"] for edge in loaded.graph.edges()),
-            )
+            view = loaded.graph.nx
+            removal = GraphRemoval(node_ids=frozenset(view.nodes), edge_ids=frozenset(key for _, _, key in view.edges(keys=True)))
             self._loaded.pop(dataset.id, None)
             await asyncio.to_thread(delete_snapshot, self._dir(dataset.id))
         data_ids = set() if keep_data else {str(record.id) for record in records}
