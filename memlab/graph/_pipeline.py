@@ -8,7 +8,8 @@ The pipeline is split so nothing is written until every fallible step is done:
    long runs;
 2. :func:`build_delta` turns the extractions into nodes, edges and the texts to
    embed (pure);
-3. :func:`embed_delta` embeds those texts, one batch per collection;
+3. :func:`embed_delta` embeds those texts, one batch per collection (the
+   ``tagged_*`` collections reuse the chunk vectors);
 4. :func:`apply_delta` writes the delta into a graph and vector store (in
    memory; the caller persists the snapshot).
 
@@ -44,6 +45,7 @@ from memlab.graph._graph import KnowledgeGraph, edge_id, stable_id
 
 #: chunks from which a progress bar is shown
 PROGRESS_MIN_CHUNKS = 64
+#: the vector collections every cognify run fills
 COLLECTIONS = ("chunks", "summaries", "entities", "triplets")
 #: document tags whose chunks also go to their own collection ``tagged_<tag>`` (skills, coding rules)
 COLLECTION_TAGS = ("skills", "coding_rules")
@@ -68,9 +70,12 @@ class GraphDelta:
     edges: list[dict[str, Any]] = field(default_factory=list)
     texts: dict[str, dict[str, str]] = field(default_factory=lambda: {name: {} for name in COLLECTIONS})
 
+    @property
+    def chunk_count(self) -> int:
+        return len(self.texts["chunks"])
+
     def tagged(self, tag: str) -> dict[str, str]:
         return self.texts.setdefault(f"tagged_{tag}", {})
-    chunk_count: int = 0
 
 
 async def extract(
@@ -148,7 +153,6 @@ def build_delta(dataset_id: str, extracted: Sequence[Extracted]) -> GraphDelta:
             }
         )
         for chunk, extraction in zip(item.chunks, item.extractions):
-            delta.chunk_count += 1
             chunk_id = stable_id("chunk", data_id, str(chunk.index))
             summary_id = stable_id("summary", data_id, str(chunk.index))
             delta.nodes.append(
@@ -177,8 +181,6 @@ def build_delta(dataset_id: str, extracted: Sequence[Extracted]) -> GraphDelta:
             names: dict[str, str] = {}
             for entity in extraction.entities:
                 key = normalize_entity_name(entity.name)
-                if not key or key in names:
-                    continue
                 entity_id = stable_id("entity", dataset_id, key)
                 names[key] = entity_id
                 delta.nodes.append(
@@ -188,10 +190,8 @@ def build_delta(dataset_id: str, extracted: Sequence[Extracted]) -> GraphDelta:
                 delta.edges.append({"source_id": chunk_id, "relation": "mentions", "target_id": entity_id, "data_id": data_id})
                 delta.texts["entities"][entity_id] = entity.name
             for relation in extraction.relationships:
-                source = names.get(normalize_entity_name(relation.source))
-                target = names.get(normalize_entity_name(relation.target))
-                if source is None or target is None or not relation.relation.strip():
-                    continue
+                source = names[normalize_entity_name(relation.source)]
+                target = names[normalize_entity_name(relation.target)]
                 text = f"{relation.source} {relation.relation.replace('_', ' ')} {relation.target}"
                 delta.edges.append(
                     {"source_id": source, "relation": relation.relation, "target_id": target, "data_id": data_id,
@@ -202,13 +202,20 @@ def build_delta(dataset_id: str, extracted: Sequence[Extracted]) -> GraphDelta:
 
 
 async def embed_delta(delta: GraphDelta, embedder: Any) -> dict[str, tuple[list[str], Any]]:
-    """``collection -> (ids, vectors)`` for every text of the delta."""
+    """``collection -> (ids, vectors)`` for every text of the delta; a ``tagged_*`` collection gets the rows of ``chunks``."""
     out = {}
     for name, texts in delta.texts.items():
         if texts:
             ids = list(texts)
-            out[name] = (ids, await embedder.embed([texts[key] for key in ids]))
+            tagged = name.startswith("tagged_")
+            out[name] = (ids, _rows(*out["chunks"], ids) if tagged else await embedder.embed([texts[key] for key in ids]))
     return out
+
+
+def _rows(ids: list[str], vectors: Any, wanted: list[str]) -> Any:
+    """The rows of ``vectors`` (one per id of ``ids``) for the ids ``wanted``."""
+    row = {key: index for index, key in enumerate(ids)}
+    return vectors[[row[key] for key in wanted]]
 
 
 def apply_delta(graph: KnowledgeGraph, vectors: Any, delta: GraphDelta, embedded: dict[str, tuple[list[str], Any]]) -> tuple[set[str], set[str]]:

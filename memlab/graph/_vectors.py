@@ -60,10 +60,8 @@ import numpy as np
 
 from memlab.exceptions import ConfigError, ValidationError
 
-__all__ = ["STANDARD_COLLECTIONS", "VectorIndex", "VectorStore"]
+__all__ = ["VectorIndex", "VectorStore"]
 
-#: the collections the pipeline uses (any name matching ``[a-z][a-z0-9_]*`` works)
-STANDARD_COLLECTIONS = ("chunks", "entities", "triplets", "summaries")
 #: version of the :meth:`VectorIndex.to_state` layout (1: the exact/IVF index of earlier, unreleased code)
 VECTOR_FORMAT = 2
 #: what :attr:`VectorIndex.mode` reports: every vector stored as fp16 codes, searched by brute force
