@@ -90,6 +90,12 @@ ANALYSIS_MODES: dict[str, str] = {
 }
 
 
+def skill_gate_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """False when ``SKILL_GATE_ENABLED`` is false/0/no (any case); true otherwise, including unset."""
+    env = os.environ if environ is None else environ
+    return env.get("SKILL_GATE_ENABLED", "").strip().lower() not in {"false", "0", "no"}
+
+
 def _choice(kind: str, value: str, choices: Mapping[str, Any]) -> str:
     if value not in choices:
         raise ConfigError(f"unknown {kind} {value!r}; choose from {', '.join(sorted(choices))}")
@@ -363,7 +369,7 @@ class _EnvReader:
             ("RECALL_WARMUP_SHORTCIRCUIT", "warmup_shortcircuit", lambda raw: self.flag("RECALL_WARMUP_SHORTCIRCUIT", True)),
             ("RECALL_WARMUP_THRESHOLD", "warmup_threshold", lambda raw: int(raw)),
             ("RECALL_WARMUP_CACHE_TTL", "warmup_cache_ttl_seconds", float),
-            ("SKILL_GATE_ENABLED", "skill_gate_enabled", lambda raw: importlib.import_module("memlab.retrievers._skill_gate").skill_gate_enabled(self.env)),
+            ("SKILL_GATE_ENABLED", "skill_gate_enabled", lambda raw: skill_gate_enabled(self.env)),
         ):
             raw = self.env.get(name)
             if raw is None or not raw.strip():

@@ -30,11 +30,10 @@ rule               weight  cue (case-insensitive)
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 
+from memlab.config import skill_gate_enabled
 from memlab.exceptions import ValidationError
 
 __all__ = ["SKILL_GATE_THRESHOLD", "SkillGateDecision", "should_search_skills", "skill_gate_enabled"]
@@ -108,9 +107,3 @@ def should_search_skills(text: str) -> SkillGateDecision:
             matched.append(name)
             score += weight
     return SkillGateDecision(fired=score >= SKILL_GATE_THRESHOLD, score=score, matched=matched)
-
-
-def skill_gate_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """False when ``SKILL_GATE_ENABLED`` is false/0/no (any case); true otherwise, including unset."""
-    env = os.environ if environ is None else environ
-    return env.get("SKILL_GATE_ENABLED", "").strip().lower() not in {"false", "0", "no"}
