@@ -1,4 +1,4 @@
-"""Shared test setup: offline LLM settings and hypothesis profiles.
+"""Shared test setup: offline LLM settings, hypothesis profiles and the fast ``stack`` fixture.
 
 Profiles: ``dev`` (default) and ``ci`` (chosen when ``CI`` is true); pick another
 with ``HYPOTHESIS_PROFILE``. Both disable the per-example deadline, since SQLite
@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import settings
+
+from memlab import MemoryStack
+from memlab.testing import FakeClock, fast_config
 
 # litellm must never reach the network in tests (FINDINGS.md, "litellm offline").
 for _var, _value in {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true", "HF_HUB_OFFLINE": "1"}.items():
@@ -19,3 +23,10 @@ settings.register_profile("dev", deadline=None)
 settings.register_profile("ci", deadline=None, print_blob=True)
 _ci = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes", "on"}
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if _ci else "dev"))
+
+
+@pytest.fixture
+async def stack(tmp_path):
+    """An open MemoryStack on :func:`memlab.testing.fast_config` (hashing embedder, offline LLM) and a FakeClock."""
+    async with MemoryStack.from_config(fast_config(tmp_path), clock=FakeClock()) as opened:
+        yield opened

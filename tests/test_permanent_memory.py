@@ -11,18 +11,10 @@ import pytest
 from memlab import MemoryStack, PermissionDeniedError, ValidationError
 from memlab.config import LLMConfig
 from memlab.llm import LLMError
-from memlab.testing import FakeClock, fast_config
+from memlab.testing import fast_config
 
 ALICE = "Marie Curie worked in Paris. Marie Curie discovered Polonium in 1898."
 BOB = "Pierre Curie married Marie Curie in 1895. Pierre Curie taught in Paris."
-
-
-
-
-@pytest.fixture
-async def stack(tmp_path):
-    async with MemoryStack.from_config(fast_config(tmp_path), clock=FakeClock()) as opened:
-        yield opened
 
 
 def _names(graph, type_):

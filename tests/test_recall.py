@@ -17,19 +17,11 @@ from memlab import (
 )
 from memlab.config import LLMConfig, RecallConfig
 from memlab.llm import LLMError
-from memlab.testing import FakeClock, fast_config
+from memlab.testing import fast_config
 
 CURIE = "Marie Curie discovered Polonium in 1898. Marie Curie worked in Paris."
 TURING = "Alan Turing worked at Bletchley Park in 1941. Alan Turing described the Turing machine."
 DEPLOY = "# Deploy the service\n\nHow to deploy the service: build the image, run the migrations, then restart the workers."
-
-
-
-
-@pytest.fixture
-async def stack(tmp_path):
-    async with MemoryStack.from_config(fast_config(tmp_path), clock=FakeClock()) as opened:
-        yield opened
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 import memlab.retrievers as retrievers
-from memlab import MemoryStack, ValidationError
+from memlab import ValidationError
 from memlab.llm import I_DONT_KNOW, StructuredOutputError, register_structured_handler, unregister_structured_handler
 from memlab.retrievers import (
     AgenticCompletionRetriever,
@@ -26,7 +26,6 @@ from memlab.retrievers import (
 )
 from memlab.retrievers._base import RetrievalScope, Retriever, SearchResultItem, vector_items
 from memlab.retrievers._graph_completion import ENTITY_HOP_COST, relationship_triplets
-from memlab.testing import fast_config
 
 DOCS = [
     "Marie Curie discovered Polonium in 1898.",
@@ -65,12 +64,6 @@ class RecordingLLM:
 
     def prompt(self, index: int = -1) -> str:
         return "\n".join(message["content"] for message in self.calls[index][0])
-
-
-@pytest.fixture
-async def stack(tmp_path):
-    async with MemoryStack.from_config(fast_config(tmp_path)) as opened:
-        yield opened
 
 
 @pytest.fixture

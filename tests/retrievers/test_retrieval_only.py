@@ -25,7 +25,6 @@ from memlab.retrievers._lexical import BM25_B, BM25_K1, lexical_tokens
 from memlab.retrievers._tagged import skill_description
 from memlab.retrievers._temporal import parse_time_window
 from memlab.retrievers._types import SearchType
-from memlab.testing import fast_config
 
 FACTS = [
     "Marie Curie discovered polonium in 1898 in Paris.",
@@ -58,12 +57,6 @@ CASES = [
     (CodingRulesRetriever, "naming rules for functions and exceptions"),
 ]
 CASE_IDS = [f"{cls.search_type.value}:{query}" for cls, query in CASES]
-
-
-@pytest.fixture
-async def stack(tmp_path):
-    async with MemoryStack.from_config(fast_config(tmp_path)) as opened:
-        yield opened
 
 
 @pytest.fixture
