@@ -9,7 +9,7 @@ shape and ``usage`` always counts the answer call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -27,7 +27,7 @@ from memlab.retrievers._base import (
 )
 from memlab.retrievers._types import SearchType
 
-__all__ = ["AnswerFromContext", "CompletionRetriever", "register_offline_default", "structured_call"]
+__all__ = ["AnswerFromContext", "CompletionRetriever", "structured_call"]
 
 
 class AnswerFromContext(Retriever):
@@ -73,14 +73,3 @@ async def structured_call(
     result = await scope.llm.complete(messages, response_model=response_model)
     add_usage(usage, result)
     return result.structured
-
-
-def register_offline_default(schema_name: str, handler: Callable[[Any], Any]) -> None:
-    """Make ``handler`` the offline provider's filler of ``schema_name`` unless another handler is registered.
-
-    Idempotent and cheap (retrievers call it before each structured call); a
-    researcher's own handler for the schema is left in place.
-    """
-    from memlab.llm import register_structured_handler
-
-    register_structured_handler(schema_name, handler, replace=False)

@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from memlab.exceptions import ValidationError
+from memlab.llm import register_structured_handler
 from memlab.retrievers._base import (
     Completion,
     RetrievalScope,
@@ -50,7 +51,7 @@ from memlab.retrievers._base import (
     no_usage,
     vector_items,
 )
-from memlab.retrievers._completion import AnswerFromContext, register_offline_default, structured_call
+from memlab.retrievers._completion import AnswerFromContext, structured_call
 from memlab.retrievers._types import SearchType
 
 __all__ = [
@@ -188,7 +189,7 @@ class GraphCompletionCotRetriever(GraphCompletionRetriever):
         self.max_iter = _check_rounds("max_iter", max_iter)
 
     async def get_completion(self, query: str, scope: RetrievalScope, *, response_model: type[BaseModel] | None = None) -> Completion:
-        register_offline_default(FollowUpQuestion.__name__, offline_follow_up)
+        register_structured_handler(FollowUpQuestion.__name__, offline_follow_up, replace=False)
         return await self._answer_in_rounds(query, scope, self.max_iter, self._follow_up, response_model)
 
     async def _follow_up(self, query: str, draft: Completion, scope: RetrievalScope, usage: dict[str, int]) -> str:
