@@ -36,11 +36,12 @@ from pydantic import BaseModel
 from memlab._turn import TurnResult, TurnRunner
 from memlab._warmup import WarmupProbe
 from memlab.datasets import MAIN_DATASET
-from memlab.exceptions import ValidationError
+from memlab.exceptions import SessionParameterValidationError, ValidationError
 from memlab.models import Dataset, GraphRecallResponse, RecallResponse, SessionRecallResponse, SkillRecallResponse
 from memlab.retrievers import SearchType, normalize_scope, parse_search_type, resolve_sources, route_query, should_search_skills
 from memlab.retrievers._base import Completion, RetrievalScope, SearchResultItem, no_usage
 from memlab.retrievers._registry import get_retriever
+from memlab.validation import check_id, check_text
 
 if TYPE_CHECKING:
     from memlab.stack import MemoryStack
@@ -60,9 +61,7 @@ def _check_top_k(top_k: Any) -> int:
 
 
 def _check_query(query_text: Any) -> str:
-    if not isinstance(query_text, str):
-        raise ValidationError(f"query_text must be a str, got {type(query_text).__name__}")
-    return query_text
+    return check_text("query_text", query_text)
 
 
 def _check_names(name: str, values: Any) -> list[Any] | None:
@@ -70,7 +69,15 @@ def _check_names(name: str, values: Any) -> list[Any] | None:
         return None
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise ValidationError(f"{name} must be a list, got {values!r}")
+    for value in values:
+        if isinstance(value, str):
+            check_text(f"{name} item", value)
     return list(values)
+
+
+def _check_session_id(session_id: Any) -> None:
+    if session_id is not None:
+        check_id("session_id", session_id, error=SessionParameterValidationError)
 
 
 def _check_response_model(response_model: Any) -> type[BaseModel] | None:
@@ -136,6 +143,7 @@ class RecallFlows:
         response_model: Any,
     ) -> list[RecallResponse]:
         query = _check_query(query_text)
+        _check_session_id(session_id)
         top_k = _check_top_k(top_k)
         search_type = parse_search_type(query_type) if query_type is not None else None
         sources_asked = normalize_scope(scope)
@@ -291,6 +299,7 @@ class RecallFlows:
     ) -> list[RecallResponse]:
         batch = isinstance(query_text, Sequence) and not isinstance(query_text, str)
         queries = [_check_query(query) for query in query_text] if batch else [_check_query(query_text)]
+        _check_session_id(session_id)
         top_k = _check_top_k(top_k)
         search_type = parse_search_type(query_type)
         datasets = _check_names("datasets", datasets)

@@ -46,7 +46,10 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from memlab import __version__
+
     parser = argparse.ArgumentParser(prog="memlab", description="memlab: a research toolkit for agent memory.")
+    parser.add_argument("--version", action="version", version=f"memlab {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     commands.add_parser(
@@ -57,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     output = argparse.ArgumentParser(add_help=False)
-    output.add_argument("--json", type=Path, metavar="PATH", help="also write the rows (and the run's details) as JSON")
+    output.add_argument(
+        "--json", type=Path, metavar="PATH", help="also write the rows (and the run's details) as JSON; '-' writes it to stdout (the table goes to stderr)"
+    )
     output.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
     bench = commands.add_parser("bench", help="benchmarks", description="Benchmarks; results print as a table.")
@@ -132,12 +137,31 @@ def _progress(args: argparse.Namespace):
     return None if args.quiet else (lambda line: print(f"bench: {line}", file=sys.stderr, flush=True))
 
 
-def _write_json(path: Path | None, document: object) -> None:
-    """Write ``document`` as JSON to ``path`` (``--json``; nothing when None)."""
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(document, indent=2) + "\n")
-        print(f"\nwrote {path}")
+def _to_stdout(args: argparse.Namespace) -> bool:
+    return getattr(args, "json", None) == Path("-")
+
+
+def _print_table(args: argparse.Namespace, table: str) -> None:
+    """The result table on stdout, or on stderr when ``--json -`` claims stdout for the JSON."""
+    print(table, file=sys.stderr if _to_stdout(args) else sys.stdout)
+
+
+def _write_json(args: argparse.Namespace, document: object) -> None:
+    """Write ``document`` as JSON to ``--json PATH`` (stdout for ``-``; nothing without ``--json``)."""
+    path = args.json
+    if path is None:
+        return
+    text = json.dumps(document, indent=2) + "\n"
+    if _to_stdout(args):
+        sys.stdout.write(text)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(f"\nwrote {path}")
+
+
+class UsageError(Exception):
+    """A command-line argument is wrong: the command exits with status 2."""
 
 
 def _demo() -> int:
@@ -156,6 +180,11 @@ def _demo() -> int:
 def _bench_cache(args: argparse.Namespace) -> int:
     from memlab.bench.cache import CacheBenchSpec, environment, format_table, results_document, run_bench_cache
 
+    from memlab.config import CACHE_BACKENDS
+
+    unknown = [name for name in args.backends or () if name not in CACHE_BACKENDS]
+    if unknown:
+        raise UsageError(f"--backends: unknown backend {', '.join(map(repr, unknown))}; choose from {', '.join(sorted(CACHE_BACKENDS))}")
     spec = CacheBenchSpec(
         **({"backends": args.backends} if args.backends else {}),
         repeats=args.repeats,
@@ -167,8 +196,8 @@ def _bench_cache(args: argparse.Namespace) -> int:
     progress = _progress(args)
     rows = run_bench_cache(spec, progress=progress)
     env = environment()
-    print(format_table(rows, spec, env))
-    _write_json(args.json, results_document(rows, spec, env))
+    _print_table(args, format_table(rows, spec, env))
+    _write_json(args, results_document(rows, spec, env))
     return 0
 
 
@@ -178,8 +207,7 @@ def _bench_ingest(args: argparse.Namespace) -> int:
     try:
         dims = tuple(int(dim) for dim in args.dims) if args.dims else (256, 384)
     except ValueError:
-        print(f"memlab: error: --dims must be integers, got {','.join(args.dims)!r}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--dims must be integers, got {','.join(args.dims)!r}") from None
     spec = IngestBenchSpec(
         documents=args.documents,
         words=args.words,
@@ -190,8 +218,8 @@ def _bench_ingest(args: argparse.Namespace) -> int:
     )
     progress = _progress(args)
     rows = asyncio.run(run_bench_ingest(spec, progress=progress))
-    print(format_ingest_table(rows))
-    _write_json(args.json, rows)
+    _print_table(args, format_ingest_table(rows))
+    _write_json(args, rows)
     return 0
 
 
@@ -209,8 +237,8 @@ def _bench_recall(args: argparse.Namespace) -> int:
     )
     progress = _progress(args)
     rows = asyncio.run(run_bench_recall(spec, progress=progress))
-    print(format_recall_table(rows, spec))
-    _write_json(args.json, rows)
+    _print_table(args, format_recall_table(rows, spec))
+    _write_json(args, rows)
     return 0
 
 
@@ -218,21 +246,24 @@ def _bench_modes(args: argparse.Namespace) -> int:
     from memlab.bench.modes import MODES, ModesBenchSpec, format_modes_table, run_bench_modes
 
     unknown = [name for name in args.modes or () if name not in MODES]
-    if unknown or args.latency_ms < 0:
-        problem = f"--modes takes {', '.join(MODES)}; got {', '.join(unknown)}" if unknown else f"--latency-ms must be >= 0, got {args.latency_ms:g}"
-        print(f"memlab: error: {problem}", file=sys.stderr)
-        return 2
+    if unknown or not 0 <= args.latency_ms < float("inf"):
+        raise UsageError(f"--modes takes {', '.join(MODES)}; got {', '.join(unknown)}" if unknown else f"--latency-ms must be a number >= 0, got {args.latency_ms:g}")
     spec = ModesBenchSpec(turns=args.turns, latency_ms=args.latency_ms, **({"modes": args.modes} if args.modes else {}))
     progress = _progress(args)
     rows, turns = asyncio.run(run_bench_modes(spec, progress=progress))
-    print(format_modes_table(rows, spec))
-    _write_json(args.json, {"rows": rows, "turns": turns})
+    _print_table(args, format_modes_table(rows, spec))
+    _write_json(args, {"rows": rows, "turns": turns})
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``memlab`` command; returns the exit status."""
-    from memlab.exceptions import MemlabError
+    """Run the ``memlab`` command; returns the exit status.
+
+    0 success; 1 a run that failed (a store or the LLM failed); 2 a usage error:
+    a bad option or value (argparse's own errors, an unknown name, a memlab
+    ``ValidationError`` or ``ConfigError`` from an argument or the environment).
+    """
+    from memlab.exceptions import ConfigError, MemlabError, ValidationError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -247,6 +278,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _bench_recall(args)
         if args.command == "bench" and args.bench == "modes":
             return _bench_modes(args)
+    except (UsageError, ValidationError, ConfigError) as exc:
+        print(f"memlab: error: {exc}", file=sys.stderr)
+        return 2
     except MemlabError as exc:
         print(f"memlab: error: {exc}", file=sys.stderr)
         return 1

@@ -23,6 +23,7 @@ the valid ones.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -56,6 +57,11 @@ __all__ = [
     "build_ttl_policy",
     "sql_cache_url",
 ]
+
+#: longest duration any setting accepts (TTL, intervals, timeouts): 100 years, in seconds
+MAX_SECONDS = 100 * 365 * 86400.0
+#: largest chunk size / overlap, in estimated tokens
+MAX_CHUNK_TOKENS = 1_000_000
 
 #: config name -> "module:Class" of each cache backend
 CACHE_BACKENDS: dict[str, str] = {
@@ -94,6 +100,27 @@ def skill_gate_enabled(environ: Mapping[str, str] | None = None) -> bool:
     """False when ``SKILL_GATE_ENABLED`` is false/0/no (any case); true otherwise, including unset."""
     env = os.environ if environ is None else environ
     return env.get("SKILL_GATE_ENABLED", "").strip().lower() not in {"false", "0", "no"}
+
+
+def check_db_url(variable: str, url: str) -> None:
+    """``ConfigError`` naming ``variable`` unless ``url`` is a SQLAlchemy URL of a supported database."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        raise ConfigError(
+            f"{variable} is not a database URL; use sqlite:///path or postgresql+asyncpg://user:password@host:port/db"
+        ) from None
+    backend, _, driver = parsed.drivername.partition("+")
+    supported = (backend == "sqlite" and driver in ("", "aiosqlite", "pysqlite")) or (
+        backend in ("postgresql", "postgres") and driver in ("", "asyncpg")
+    )
+    if not supported:
+        raise ConfigError(
+            f"{variable} names an unsupported database ({parsed.drivername!r}); use sqlite:///path or postgresql+asyncpg://..."
+        )
 
 
 def _choice(kind: str, value: str, choices: Mapping[str, Any]) -> str:
@@ -135,9 +162,9 @@ class CacheConfig(_Section):
     enabled: bool = True
     backend: str = "sqlite"
     db_url: Optional[str] = None
-    purge_interval_seconds: float = 900.0
+    purge_interval_seconds: float = Field(900.0, allow_inf_nan=False, ge=-MAX_SECONDS, le=MAX_SECONDS)
     host: str = "localhost"
-    port: int = 6379
+    port: int = Field(6379, ge=1, le=65535)
     username: Optional[str] = None
     password: Optional[SecretStr] = None
     ssl: bool = False
@@ -150,12 +177,19 @@ class CacheConfig(_Section):
     def _known_backend(cls, value: str) -> str:
         return _choice("cache backend", value, CACHE_BACKENDS)
 
+    @field_validator("db_url")
+    @classmethod
+    def _parsable_url(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None:
+            check_db_url("CACHE_DB_URL", value)
+        return value
+
 
 class TTLConfig(_Section):
     """Session expiry. ``seconds`` 0/None disables expiry (policy ``none``)."""
 
     policy: str = "auto"
-    seconds: Optional[float] = 604800.0
+    seconds: Optional[float] = Field(604800.0, allow_inf_nan=False, le=MAX_SECONDS)
     slack: float = Field(0.05, ge=0.0, lt=1.0)
 
     @field_validator("policy")
@@ -174,7 +208,7 @@ class TTLConfig(_Section):
 class SessionConfig(_Section):
     """Session layer settings."""
 
-    abandon_after_seconds: float = 1800.0
+    abandon_after_seconds: float = Field(1800.0, gt=0.0, allow_inf_nan=False)
     default_session_id: str = "default_session"
 
 
@@ -188,7 +222,7 @@ class AnalysisConfig(_Section):
 
     search_mode: str = "concurrent"
     auto_feedback: bool = True
-    timeout_seconds: float = Field(30.0, gt=0.0)
+    timeout_seconds: float = Field(30.0, gt=0.0, le=MAX_SECONDS, allow_inf_nan=False)
 
     @field_validator("search_mode")
     @classmethod
@@ -200,7 +234,7 @@ class MergeConfig(_Section):
     """How concurrent mode merges its raw and rewritten retrieval lanes (``rrf_k``: RRF's k)."""
 
     policy: str = "dual_lane"
-    rrf_k: float = Field(60.0, ge=0.0)
+    rrf_k: float = Field(60.0, ge=0.0, allow_inf_nan=False)
 
     @field_validator("policy")
     @classmethod
@@ -213,7 +247,7 @@ class LLMConfig(_Section):
 
     model: str = "memlab/offline"
     api_key: Optional[SecretStr] = None
-    offline_latency_ms: float = Field(0.0, ge=0.0)
+    offline_latency_ms: float = Field(0.0, ge=0.0, le=MAX_SECONDS * 1000, allow_inf_nan=False)
 
     @field_validator("model")
     @classmethod
@@ -240,8 +274,8 @@ class EmbeddingConfig(_Section):
 class GraphConfig(_Section):
     """Permanent memory: chunk sizes (in estimated tokens) and LLM extraction parallelism."""
 
-    chunk_size: int = Field(512, ge=16)
-    chunk_overlap: int = Field(64, ge=0)
+    chunk_size: int = Field(512, ge=16, le=MAX_CHUNK_TOKENS)
+    chunk_overlap: int = Field(64, ge=0, le=MAX_CHUNK_TOKENS)
     extraction_concurrency: int = Field(8, ge=1, le=256)
 
     @pydantic.model_validator(mode="after")
@@ -256,7 +290,7 @@ class RecallConfig(_Section):
 
     warmup_shortcircuit: bool = True
     warmup_threshold: int = Field(1, ge=0)
-    warmup_cache_ttl_seconds: float = Field(60.0, ge=0.0)
+    warmup_cache_ttl_seconds: float = Field(60.0, ge=0.0, le=MAX_SECONDS, allow_inf_nan=False)
     skill_gate_enabled: bool = True
 
 
@@ -264,6 +298,18 @@ class StackConfig(_Section):
     """Everything a :class:`~memlab.MemoryStack` is assembled from."""
 
     data_root: Path = Path(".memlab")
+
+    @field_validator("data_root")
+    @classmethod
+    def _usable_path(cls, value: Path) -> Path:
+        text = str(value)
+        if "\x00" in text:
+            raise ValueError("the data root (MEMLAB_DATA_ROOT) may not contain a NUL character")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("the data root (MEMLAB_DATA_ROOT) contains a lone surrogate") from None
+        return value
     cache: CacheConfig = Field(default_factory=CacheConfig)
     ttl: TTLConfig = Field(default_factory=TTLConfig)
     session: SessionConfig = Field(default_factory=SessionConfig)
@@ -279,17 +325,19 @@ class StackConfig(_Section):
         """Build from environment variables (``os.environ`` by default)."""
         env = {key.upper(): value for key, value in (os.environ if environ is None else environ).items()}
         reader = _EnvReader(env)
-        ttl_seconds = reader.number("SESSION_TTL_SECONDS", 604800.0)
+        if env.get("CACHE_DB_URL"):
+            check_db_url("CACHE_DB_URL", env["CACHE_DB_URL"])
+        ttl_seconds = reader.number("SESSION_TTL_SECONDS", 604800.0, lo=0.0)
         try:
             return cls(
-                data_root=Path(env.get("MEMLAB_DATA_ROOT") or ".memlab"),
+                data_root=reader.path("MEMLAB_DATA_ROOT", ".memlab"),
                 cache=CacheConfig(
                     enabled=reader.flag("CACHING", True),
                     backend=env.get("CACHE_BACKEND", "sqlite").strip().lower() or "sqlite",
                     db_url=env.get("CACHE_DB_URL") or None,
                     purge_interval_seconds=reader.number("CACHE_PURGE_INTERVAL_SECONDS", 900.0),
                     host=env.get("CACHE_HOST") or "localhost",
-                    port=int(reader.number("CACHE_PORT", 6379)),
+                    port=reader.integer("CACHE_PORT", 6379, lo=1, hi=65535),
                     username=env.get("CACHE_USERNAME") or None,
                     password=env.get("CACHE_PASSWORD") or None,
                     ssl=reader.flag("CACHE_SSL", False),
@@ -302,22 +350,22 @@ class StackConfig(_Section):
                 analysis=AnalysisConfig(
                     search_mode=(env.get("SESSION_SEARCH_MODE") or "concurrent").strip().lower(),
                     auto_feedback=reader.flag("AUTO_FEEDBACK", True),
-                    timeout_seconds=reader.number("MEMLAB_ANALYSIS_TIMEOUT_SECONDS", 30.0),
+                    timeout_seconds=reader.number("MEMLAB_ANALYSIS_TIMEOUT_SECONDS", 30.0, lo=1e-3),
                 ),
                 merge=MergeConfig(policy=(env.get("MEMLAB_MERGE_POLICY") or "dual_lane").strip().lower()),
                 llm=LLMConfig(
                     model=(env.get("LLM_MODEL") or "memlab/offline").strip(),
                     api_key=env.get("LLM_API_KEY") or None,
-                    offline_latency_ms=reader.number("MEMLAB_OFFLINE_LATENCY_MS", 0.0),
+                    offline_latency_ms=reader.number("MEMLAB_OFFLINE_LATENCY_MS", 0.0, lo=0.0, hi=MAX_SECONDS * 1000),
                 ),
                 embedding=EmbeddingConfig(
                     model=(env.get("EMBEDDING_MODEL") or "memlab/minilm").strip(),
                     api_key=env.get("EMBEDDING_API_KEY") or None,
                 ),
                 graph=GraphConfig(
-                    chunk_size=int(reader.number("MEMLAB_CHUNK_SIZE", 512)),
-                    chunk_overlap=int(reader.number("MEMLAB_CHUNK_OVERLAP", 64)),
-                    extraction_concurrency=int(reader.number("MEMLAB_EXTRACTION_CONCURRENCY", 8)),
+                    chunk_size=reader.integer("MEMLAB_CHUNK_SIZE", 512, lo=16, hi=MAX_CHUNK_TOKENS),
+                    chunk_overlap=reader.integer("MEMLAB_CHUNK_OVERLAP", 64, lo=0, hi=MAX_CHUNK_TOKENS),
+                    extraction_concurrency=reader.integer("MEMLAB_EXTRACTION_CONCURRENCY", 8, lo=1, hi=256),
                 ),
                 recall=reader.recall(),
             )
@@ -353,14 +401,31 @@ class _EnvReader:
             return False
         raise ConfigError(f"{name} must be true or false, got {raw!r}")
 
-    def number(self, name: str, default: float) -> float:
+    def number(self, name: str, default: float, *, lo: float = -MAX_SECONDS, hi: float = MAX_SECONDS) -> float:
+        """A finite number from ``lo`` to ``hi``; anything else is a ``ConfigError`` naming the variable and the range."""
         raw = self.env.get(name)
         if raw is None or not raw.strip():
             return default
         try:
-            return float(raw)
+            value = float(raw)
         except ValueError:
-            raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+            value = math.nan
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise ConfigError(f"{name} must be a number from {_show(lo)} to {_show(hi)}, got {raw!r}")
+        return value
+
+    def integer(self, name: str, default: int, *, lo: int, hi: int) -> int:
+        """A whole number from ``lo`` to ``hi`` (``8`` or ``8.0``); anything else is a ``ConfigError``."""
+        value = self.number(name, default, lo=lo, hi=hi)
+        if value != int(value):
+            raise ConfigError(f"{name} must be a whole number from {lo} to {hi}, got {self.env.get(name)!r}")
+        return int(value)
+
+    def path(self, name: str, default: str) -> Path:
+        raw = self.env.get(name) or default
+        if "\x00" in raw:
+            raise ConfigError(f"{name} may not contain a NUL character, got {raw!r}")
+        return Path(raw)
 
     def recall(self) -> RecallConfig:
         """The recall guards fail open (SPEC §9.4): an unreadable value keeps its default."""
@@ -387,7 +452,11 @@ class _EnvReader:
             value = float(self.env.get("SESSION_ABANDON_AFTER_SECONDS", "1800"))
         except ValueError:
             return 1800.0
-        return value if value > 0 else 1800.0
+        return value if math.isfinite(value) and 0 < value <= MAX_SECONDS else 1800.0
+
+
+def _show(bound: float) -> str:
+    return f"{bound:,.0f}" if bound == int(bound) else str(bound)
 
 
 def build_ttl_policy(config: StackConfig):

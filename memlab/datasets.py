@@ -24,6 +24,7 @@ from memlab.exceptions import PermissionDeniedError, ValidationError
 from memlab.models import DataRecord, Dataset, ForgetResult, User
 from memlab.relational import RelationalStore
 from memlab.users import Users
+from memlab.validation import check_name, check_text
 
 if TYPE_CHECKING:
     from memlab.graph._memory import PermanentMemory
@@ -38,6 +39,7 @@ def _dataset_uuid(dataset: Any) -> uuid.UUID | None:
     if isinstance(dataset, uuid.UUID):
         return dataset
     if isinstance(dataset, str):
+        check_text("dataset", dataset)
         try:
             return uuid.UUID(dataset)
         except ValueError:
@@ -61,13 +63,13 @@ class Datasets:
 
     async def create(self, name: str, user: Any = None) -> Dataset:
         """Create the user's dataset ``name`` (or return the existing one)."""
-        if not isinstance(name, str) or not name.strip():
-            raise ValidationError(f"dataset name must be a non-blank string, got {name!r}")
+        name = check_name("dataset name", name)
         owner = await self._users.resolve(user)
-        return await self._store.create_dataset(owner.id, name.strip())
+        return await self._store.create_dataset(owner.id, name)
 
     async def get(self, name: str, user: Any = None) -> Dataset | None:
         """The user's own dataset ``name``, or None."""
+        check_text("dataset name", name)
         owner = await self._users.resolve(user)
         return await self._store.get_dataset(owner.id, name)
 

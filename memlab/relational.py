@@ -3,7 +3,9 @@
 Users, datasets, dataset permissions, documents (``data``, with their text so a
 dataset can be re-cognified) and ``pipeline_runs``. Small, rarely written
 tables; the same inline SQLite runner as the cache. New tables are created on
-open (``create_all``), so an older memlab.db gains them in place.
+open (``create_all`` inside one ``BEGIN IMMEDIATE`` transaction, so many processes
+opening a fresh data root at once serialise on it), and an older memlab.db gains
+them in place.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import NamedTuple
 from sqlalchemy import Boolean, Column, ForeignKey, Index, Integer, MetaData, String, Table, Text, bindparam, delete, exists, func, select, update
 
 from memlab._sqlrun import DB, SQLiteRunner, is_integrity_error
-from memlab.exceptions import ValidationError
+from memlab.exceptions import StackStateError, ValidationError
+from memlab.migrations import exclusive
 from memlab.models import DataRecord, Dataset, PipelineRun, User
 
 metadata = MetaData()
@@ -244,6 +247,12 @@ class BuildState(NamedTuple):
 NewData = tuple[uuid.UUID, str, "str | None", str, str, int, str]
 
 
+def _create_schema(connection) -> None:
+    """Create the missing tables under the database's write lock, so processes opening a fresh root at once never race."""
+    with exclusive(connection):
+        metadata.create_all(connection, checkfirst=True)
+
+
 class RelationalStore:
     """Users and datasets in SQLite."""
 
@@ -256,7 +265,7 @@ class RelationalStore:
         runner = SQLiteRunner(self.path, STATEMENTS)
         await runner.open()
         try:
-            await runner.run_ddl(lambda conn: metadata.create_all(conn, checkfirst=True))
+            await runner.run_ddl(_create_schema)
         except BaseException:
             await runner.close()
             raise
@@ -268,6 +277,8 @@ class RelationalStore:
             await runner.close()
 
     async def _run(self, fn, *, write: bool):
+        if self._runner is None:
+            raise StackStateError(f"the metadata store {self.path} is not open; use 'async with stack:' or 'await stack.open()'")
         return await self._runner.run(fn, write=write)
 
     # users

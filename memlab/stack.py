@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import enum
 import functools
 import logging
 import tempfile
@@ -22,12 +21,14 @@ from memlab.config import (
 )
 from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import ConfigError, MemlabError, StackStateError, ValidationError
+from memlab.lifecycle import Lifecycle, StackState
 from memlab.models import Dataset, ForgetResult, ImproveResult, RecallResponse, RememberResult
 from memlab.provenance import ForgetEvent
 from memlab.relational import RelationalStore
 from memlab.session._api import SessionAPI
 from memlab.session._manager import SessionManager
 from memlab.users import Users
+from memlab.validation import check_text
 
 if TYPE_CHECKING:
     from memlab._recall import RecallFlows
@@ -36,18 +37,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("memlab.stack")
 
-
-class StackState(enum.Enum):
-    UNOPENED = "unopened"
-    OPEN = "open"
-    CLOSED = "closed"
+#: how long :meth:`MemoryStack.close` waits for background self-improvement by default
+CLOSE_TIMEOUT_SECONDS = 60.0
 
 
 def _text_of(data: Any) -> str:
     if isinstance(data, str):
-        return data
+        return check_text("data", data)
     if isinstance(data, Sequence) and not isinstance(data, (bytes, bytearray)) and all(isinstance(item, str) for item in data):
-        return "\n\n".join(data)
+        return check_text("data", "\n\n".join(data))
     raise ValidationError(f"remember() with session_id takes a str or a list of str, got {type(data).__name__}")
 
 
@@ -78,8 +76,11 @@ class MemoryStack:
     def __init__(self, config: StackConfig, *, clock: Clock | None = None) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
+        self.lifecycle = Lifecycle()
         self.cache = build_cache_backend(config, self.clock)
-        self.session_manager = SessionManager(self.cache, default_session_id=config.session.default_session_id)
+        self.session_manager = SessionManager(
+            self.cache, default_session_id=config.session.default_session_id, lifecycle=self.lifecycle
+        )
         self._relational = RelationalStore(Path(config.data_root) / "memlab.db", self.clock)
         self.users = Users(self._relational)
         self.datasets = Datasets(self._relational, self.users, lambda: self.memory)
@@ -90,7 +91,11 @@ class MemoryStack:
         self.embedder = build_embedder(config)
         self._improving: dict[tuple, asyncio.Task] = {}
         self._improve_again: set[tuple] = set()
-        self.state = StackState.UNOPENED
+
+    @property
+    def state(self) -> StackState:
+        """``unopened``, ``open`` or ``closed``."""
+        return self.lifecycle.state
 
     @functools.cached_property
     def memory(self) -> "PermanentMemory":
@@ -147,19 +152,47 @@ class MemoryStack:
                 await self.cache.open()
             except MemlabError as exc:
                 logger.warning("session cache unavailable at start, will retry on use: %s", exc)
-        self.state = StackState.OPEN
+        self.lifecycle.state = StackState.OPEN
         return self
 
-    async def close(self) -> None:
-        """Finish scheduled self-improvement, then close every store. Idempotent."""
+    async def close(self, *, timeout: float | None = CLOSE_TIMEOUT_SECONDS) -> None:
+        """Finish scheduled self-improvement (at most ``timeout`` seconds), then close every store. Idempotent.
+
+        Background self-improvement still running after ``timeout`` (None: no bound) is
+        cancelled and a warning names each session it had not bridged; their turns
+        stay in the session cache, and ``improve(dataset=..., session_ids=[...])``
+        bridges them later.
+        """
         if self.state is StackState.CLOSED:
             return
-        while self._improving:
-            await asyncio.gather(*self._improving.values(), return_exceptions=True)
-        self.state = StackState.CLOSED
+        if self._improving:
+            await self._finish_improvements(timeout)
+        self.lifecycle.state = StackState.CLOSED
         if self.cache is not None:
             await self.cache.close()
         await self._relational.close()
+
+    async def _finish_improvements(self, timeout: float | None) -> None:
+        pending = len(self._improving)
+        logger.info("close(): waiting for self-improvement of %d session(s) (at most %s s)", pending, timeout)
+        started = asyncio.get_running_loop().time()
+        try:
+            async with asyncio.timeout(timeout):
+                while self._improving:
+                    await asyncio.gather(*self._improving.values(), return_exceptions=True)
+        except TimeoutError:
+            unfinished = dict(self._improving)
+            for task in unfinished.values():
+                task.cancel()
+            await asyncio.gather(*unfinished.values(), return_exceptions=True)
+            for dataset, session, user_id in unfinished:
+                logger.warning(
+                    "close(): self-improvement of session %r into dataset %r (user %s) did not finish within %s s and was "
+                    "cancelled; its turns are still in the session cache: run improve(dataset=..., session_ids=[%r]) to bridge them",
+                    session, dataset, user_id, timeout, session,
+                )
+            return
+        logger.info("close(): self-improvement finished in %.2f s", asyncio.get_running_loop().time() - started)
 
     async def __aenter__(self) -> "MemoryStack":
         return await self.open()
@@ -168,8 +201,7 @@ class MemoryStack:
         await self.close()
 
     def _require_open(self) -> None:
-        if self.state is not StackState.OPEN:
-            raise StackStateError(f"MemoryStack is {self.state.value}; use 'async with stack:' or 'await stack.open()'")
+        self.lifecycle.require_open()
 
     # -- flows -----------------------------------------------------------------------
 
@@ -199,9 +231,13 @@ class MemoryStack:
 
         With ``session_id``: the text becomes one turn (empty question and
         context) of that session; blank text writes nothing (``skipped_blank``);
-        caching off gives ``cache_unavailable``. ``self_improvement`` then bridges
-        the session into ``dataset``'s graph in the background (see :meth:`improve`),
-        without delaying this call.
+        caching off gives ``cache_unavailable``. The write itself makes no LLM
+        or embedding call. ``self_improvement`` (default True) then bridges the
+        session into ``dataset``'s graph in the background (see :meth:`improve`),
+        without delaying this call: each new turn becomes a document that is
+        chunked, extracted (one offline-LLM call per chunk) and embedded, and the
+        first such run in a process imports the LLM stack and loads the embedder
+        (seconds). :meth:`close` waits for it, at most ``timeout`` seconds.
         """
         self._require_open()
         if session_id is None:
@@ -213,8 +249,8 @@ class MemoryStack:
             target = await self.datasets.resolve(dataset, user, "write", create=True)
             return await self.memory.remember(target, documents, tags=[tag.strip() for tag in tags], progress=progress)
         text = _text_of(data)
-        resolved = await self.users.resolve(user)
         session = self.session_manager.resolve_session_id(session_id)
+        resolved = await self.users.resolve(user)
         if not text.strip():
             return RememberResult(status="skipped_blank", session_id=session)
         qa_id = await self.session_manager.add_qa(resolved.id, question="", answer=text, session_id=session)
@@ -264,10 +300,16 @@ class MemoryStack:
 
     async def _improve_in_background(self, dataset: Any, session: str, user: Any) -> None:
         """:meth:`improve` of one session, except that a dataset already holding every turn is left untouched (no pipeline runs)."""
-        target, sessions, _, documents = await self._session_documents(dataset, [session], user)
+        started = asyncio.get_running_loop().time()
+        target, sessions, turns, documents = await self._session_documents(dataset, [session], user)
         hashes = {document.content_hash for document in documents}
-        if len(await self._relational.known_hashes(target.id, hashes)) < len(hashes):
+        new = len(hashes) - len(await self._relational.known_hashes(target.id, hashes))
+        if new:
             await self.memory.remember(target, documents, tags=_session_tags(sessions))
+        logger.info(
+            "self-improvement of session %r into dataset %s: %d turn(s), %d new document(s) chunked, extracted and embedded in %.2f s",
+            session, target.id, turns, new, asyncio.get_running_loop().time() - started,
+        )
 
     def _schedule_improvement(self, dataset: Any, session: str, user: Any) -> None:
         """Improve one session in the background (:meth:`_improve_in_background`); coalesces repeated requests."""

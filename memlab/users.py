@@ -8,6 +8,7 @@ from typing import Any
 from memlab.exceptions import SessionPreconditionError, ValidationError
 from memlab.models import User
 from memlab.relational import RelationalStore
+from memlab.validation import check_name
 
 
 class Users:
@@ -19,11 +20,10 @@ class Users:
 
     async def create(self, name: str, parent_user_id: uuid.UUID | None = None) -> User:
         """Create a user; an agent user names the user that owns it in ``parent_user_id``."""
-        if not isinstance(name, str) or not name.strip():
-            raise ValidationError(f"user name must be a non-blank string, got {name!r}")
+        name = check_name("user name", name)
         if parent_user_id is not None and not isinstance(parent_user_id, uuid.UUID):
             raise ValidationError(f"parent_user_id must be a uuid.UUID, got {parent_user_id!r}")
-        return await self._store.create_user(name.strip(), parent_user_id)
+        return await self._store.create_user(name, parent_user_id)
 
     async def default(self) -> User:
         """The stack's default user, created on first use."""
@@ -35,15 +35,16 @@ class Users:
         return await self._store.get_user(user_id)
 
     async def resolve(self, user: Any = None) -> User:
-        """``user`` (a User, or anything with a known ``.id``) or the default user.
+        """The stored user that ``user`` (a User, or anything with an ``.id``) names, or the default user.
 
+        Only the id is taken from the object: the returned ``User`` (its parent, and so
+        every permission check made with it) is read from the relational store on every
+        call, so a hand-built ``User(id=..., parent_user_id=...)`` gains nothing.
         Raises ``SessionPreconditionError`` when the object has no ``id`` or names no
         known user.
         """
         if user is None:
             return await self.default()
-        if isinstance(user, User):
-            return user
         user_id = getattr(user, "id", None)
         if user_id is None:
             raise SessionPreconditionError(f"user must be a memlab User (or have an .id), got {user!r}")

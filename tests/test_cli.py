@@ -31,11 +31,43 @@ def test_bench_cache_prints_backends_and_raw_ceiling(capsys, tmp_path):
     assert {row["backend"] for row in document["rows"]} == {"memory", "sqlite", "raw-sqlite"}
 
 
-def test_bench_cache_lists_unavailable_backends_as_skipped(capsys):
-    assert main([*SMALL, "--backends", "memory,no_such_backend", "--no-raw"]) == 0
-    out = capsys.readouterr().out
-    assert "no_such_backend: skipped: not registered in memlab.config.CACHE_BACKENDS" in out
-    assert "raw-sqlite" not in out
+def test_bench_cache_unknown_backend_is_a_usage_error_naming_the_valid_ones(capsys):
+    assert main([*SMALL, "--backends", "memory,nosuch", "--no-raw"]) == 2
+    err = capsys.readouterr().err
+    assert "'nosuch'" in err and "memory, postgres, redis, sqlite" in err.replace("fs, ", "")
+
+
+def test_version(capsys):
+    import memlab
+
+    with pytest.raises(SystemExit) as excinfo:
+        main(["--version"])
+    assert excinfo.value.code == 0
+    assert capsys.readouterr().out.strip() == f"memlab {memlab.__version__}"
+
+
+def test_json_dash_writes_json_to_stdout_and_the_table_to_stderr(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main([*SMALL, "--backends", "memory", "--no-raw", "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)  # nothing but the JSON on stdout
+    assert {row["backend"] for row in document["rows"]} == {"memory"}
+    assert "append (1 session)" in captured.err
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "modes", "--modes", "nosuch"],
+        ["bench", "recall", "--types", "NO_SUCH_TYPE"],
+        ["bench", "ingest", "--dims", "a,b"],
+    ],
+    ids=["modes", "recall-types", "ingest-dims"],
+)
+def test_bad_values_exit_2(argv, capsys):
+    assert main([*argv, "--quiet"]) == 2
+    assert capsys.readouterr().err.startswith("memlab: error:")
 
 
 @pytest.mark.parametrize("argv", [[], ["bench"]])
@@ -87,5 +119,5 @@ def test_demo_starts_clean_on_a_second_run(demo_env, capsys):
 
 def test_demo_reports_config_errors(demo_env, monkeypatch, capsys):
     monkeypatch.setenv("CACHE_BACKEND", "no_such_backend")
-    assert main(["demo"]) == 1
+    assert main(["demo"]) == 2  # a bad setting is a usage error
     assert "unknown cache backend 'no_such_backend'" in capsys.readouterr().err

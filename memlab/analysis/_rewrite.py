@@ -17,7 +17,9 @@ empty is dropped. Without any prior turn the result is the normalised raw query 
 
 Over :data:`MAX_QUERY_CHARS`: answers are shortened before questions, the oldest turn
 first, each by the current overflow, re-rendering after each cut; whatever is still
-too long (a long raw query) is sliced to the cap, which can cut the current request.
+too long is sliced to the cap, which can cut the current request. A normalised raw
+request that alone exceeds the cap is returned cut to it, without prior turns or the
+``Current user request:`` prefix (as cognee does).
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def build_conversational_query(raw: str, prior_turns: Sequence[tuple[str, str]])
         if question or answer:
             turns.append([question, answer])
     raw = _normalize(raw)
-    if not turns:
+    if not turns or len(raw) > MAX_QUERY_CHARS:  # a raw request over the cap alone: cut, no prior turns, no prefix
         return raw[:MAX_QUERY_CHARS]
     text = _render(turns, raw)
     for field in (_ANSWER, _QUESTION):

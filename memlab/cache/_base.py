@@ -44,6 +44,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Optional
 
 import pydantic
+import pydantic_core
 
 from memlab._clock import Clock, SystemClock
 from memlab.exceptions import (
@@ -54,6 +55,7 @@ from memlab.exceptions import (
 )
 from memlab.models import SessionQAEntry
 from memlab.ttl import SlidingTTL, TTLPolicy
+from memlab.validation import check_id, check_text, is_encodable
 
 logger = logging.getLogger("memlab.cache")
 
@@ -155,6 +157,11 @@ class CacheBackend(abc.ABC):
         used_session_context_ids: list[str] | None = None,
     ) -> SessionQAEntry:
         """Append one turn; ``time`` is now and ``qa_id`` defaults to a fresh UUID."""
+        _session(user_id, session_id)
+        if qa_id is not None and qa_id != "":
+            _check("qa_id", qa_id)
+        for name, value in (("question", question), ("context", context), ("answer", answer), ("feedback_text", feedback_text)):
+            check_text(name, value, error=SessionQAEntryValidationError, optional=name == "feedback_text")
         now = self.clock.now()
         entry = _validated_entry(
             time=now.isoformat(),
@@ -168,7 +175,7 @@ class CacheBackend(abc.ABC):
             memify_metadata=memify_metadata,
             used_session_context_ids=used_session_context_ids,
         )
-        payload = entry.model_dump_json(exclude_none=True)  # compact rows parse ~2x faster
+        payload = _entry_json(entry)
         await self._call("create_qa_entry", self._append_qa, user_id, session_id, entry.qa_id, payload, now)
         await self._after_write()
         return entry
@@ -177,6 +184,9 @@ class CacheBackend(abc.ABC):
         """The last ``last_n`` live turns (all when None), oldest first. ``last_n`` must be >= 1."""
         if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
             raise SessionParameterValidationError(f"last_n must be an int >= 1 or None, got {last_n!r}")
+        _session(user_id, session_id)
+        if last_n is not None and last_n > MAX_LAST_N:
+            last_n = None  # more than any session holds: all of them (and no driver sees an out-of-range integer)
         payloads = await self._call("get_latest_qa_entries", self._read_qa, user_id, session_id, last_n, self.clock.now())
         return self._parse_qa(payloads)
 
@@ -186,6 +196,7 @@ class CacheBackend(abc.ABC):
 
     async def read_qa_log(self, user_id: str, session_id: str, cursor: Hashable | None = None) -> QALog:
         """Turns changed since ``cursor`` (None: everything). See :class:`QALog`."""
+        _session(user_id, session_id)
         new_cursor, payloads, reset = await self._call(
             "read_qa_log", self._read_qa_log, user_id, session_id, cursor, self.clock.now()
         )
@@ -198,25 +209,31 @@ class CacheBackend(abc.ABC):
         the turn does not exist. Invalid values raise ``SessionQAEntryValidationError``
         and leave the stored turn unchanged.
         """
+        _session(user_id, session_id)
+        _check("qa_id", qa_id)
         unknown = set(fields) - set(_QA_FIELDS)
         if unknown:
             raise SessionQAEntryValidationError(f"unknown SessionQAEntry fields: {sorted(unknown)}")
         changes = {key: value for key, value in fields.items() if value is not None}
-        if "feedback_score" in changes:
-            _validated_entry(time="", question="", context="", answer="", feedback_score=changes["feedback_score"])
+        for name in ("question", "context", "answer", "feedback_text"):
+            if name in changes:
+                check_text(name, changes[name], error=SessionQAEntryValidationError)
+        _entry_json(_validated_entry(**{"time": "", "question": "", "context": "", "answer": "", **changes}))
 
         def change(payload: str) -> str | None:
             stored = json.loads(payload)
             merged = {**stored, **changes}
             if "memify_metadata" in changes and isinstance(stored.get("memify_metadata"), dict):
                 merged["memify_metadata"] = {**stored["memify_metadata"], **changes["memify_metadata"]}
-            return _validated_entry(**merged).model_dump_json(exclude_none=True)
+            return _entry_json(_validated_entry(**merged))
 
         changed = await self._call("update_qa_entry", self._modify_qa, user_id, session_id, qa_id, change, self.clock.now())
         return changed
 
     async def delete_feedback(self, user_id: str, session_id: str, qa_id: str) -> bool:
         """Clear ``feedback_text`` and ``feedback_score``; True whenever the turn exists."""
+        _session(user_id, session_id)
+        _check("qa_id", qa_id)
 
         def change(payload: str) -> str | None:
             stored = json.loads(payload)
@@ -228,24 +245,31 @@ class CacheBackend(abc.ABC):
 
     async def delete_qa_entry(self, user_id: str, session_id: str, qa_id: str) -> bool:
         """Delete one turn; True if a live turn was deleted."""
+        _session(user_id, session_id)
+        _check("qa_id", qa_id)
         return await self._call("delete_qa_entry", self._delete_qa, user_id, session_id, qa_id, self.clock.now())
 
     async def delete_session(self, user_id: str, session_id: str) -> bool:
         """Delete every turn and context entry of the session; True if any live one existed."""
+        _session(user_id, session_id)
         return await self._call("delete_session", self._delete_session, user_id, session_id, self.clock.now())
 
     # -- session context -----------------------------------------------------------
 
     async def create_session_context_entry(self, user_id: str, session_id: str, entry: dict[str, Any]) -> str:
         """Upsert a context entry by its ``id`` (a fresh UUID when missing); returns the id."""
-        entry_id = str(entry.get("id") or _new_id())
-        payload = json.dumps({**entry, "id": entry_id})
+        _session(user_id, session_id)
+        if not isinstance(entry, dict):
+            raise SessionParameterValidationError(f"a session-context entry must be a dict, got {type(entry).__name__}")
+        entry_id = _check("entry id", entry["id"]) if entry.get("id") else _new_id()
+        payload = _context_payload({**entry, "id": entry_id})
         await self._call("create_session_context_entry", self._upsert_context, user_id, session_id, entry_id, payload, self.clock.now())
         await self._after_write()
         return entry_id
 
     async def get_session_context_entries(self, user_id: str, session_id: str) -> list[dict[str, Any]]:
         """Live context entries, in first-insert order."""
+        _session(user_id, session_id)
         payloads = await self._call("get_session_context_entries", self._read_context, user_id, session_id, self.clock.now())
         entries = []
         for payload in payloads:
@@ -257,6 +281,11 @@ class CacheBackend(abc.ABC):
 
     async def update_session_context_entry(self, user_id: str, session_id: str, entry_id: str, changes: dict[str, Any]) -> bool:
         """Shallow-merge ``changes`` into the entry; False when it does not exist."""
+        _session(user_id, session_id)
+        _check("entry_id", entry_id)
+        if not isinstance(changes, dict):
+            raise SessionParameterValidationError(f"changes must be a dict, got {type(changes).__name__}")
+        _context_payload(changes)
 
         def change(payload: str) -> str | None:
             return json.dumps({**json.loads(payload), **changes, "id": entry_id})
@@ -267,6 +296,8 @@ class CacheBackend(abc.ABC):
 
     async def delete_session_context_entry(self, user_id: str, session_id: str, entry_id: str) -> bool:
         """Delete one context entry; True if a live one was deleted. Does not slide TTL."""
+        _session(user_id, session_id)
+        _check("entry_id", entry_id)
         return await self._call(
             "delete_session_context_entry", self._delete_context, user_id, session_id, entry_id, self.clock.now()
         )
@@ -391,6 +422,39 @@ def _new_id() -> str:
 
 #: the variant nibble: its top two bits forced to ``10``, its low two bits kept
 _VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+
+
+#: a ``last_n`` above this reads the whole session (no backend holds more turns than that)
+MAX_LAST_N = 2**31 - 1
+
+
+def _check(name: str, value: Any) -> str:
+    return check_id(name, value, error=SessionParameterValidationError)
+
+
+def _session(user_id: Any, session_id: Any) -> None:
+    """Both ids valid (see :mod:`memlab.validation`), before any I/O."""
+    check_id("user_id", user_id, error=SessionParameterValidationError)
+    check_id("session_id", session_id, error=SessionParameterValidationError)
+
+
+def _context_payload(entry: dict[str, Any]) -> str:
+    """The stored JSON of a context entry; a value JSON cannot hold, or a lone surrogate, is refused."""
+    try:
+        payload = json.dumps(entry)
+    except (TypeError, ValueError) as exc:
+        raise SessionParameterValidationError(f"session-context entry is not JSON-serialisable: {exc}") from None
+    if not is_encodable(json.dumps(entry, ensure_ascii=False)):
+        raise SessionParameterValidationError("session-context entry contains a lone surrogate and cannot be stored as UTF-8")
+    return payload
+
+
+def _entry_json(entry: SessionQAEntry) -> str:
+    """The stored JSON of a turn (``None`` fields left out: compact rows parse ~2x faster)."""
+    try:
+        return entry.model_dump_json(exclude_none=True)
+    except pydantic_core.PydanticSerializationError as exc:  # a lone surrogate in a list or metadata value
+        raise SessionQAEntryValidationError(f"invalid session QA entry: it cannot be stored as UTF-8 JSON ({exc})") from None
 
 
 def _validated_entry(**fields: Any) -> SessionQAEntry:

@@ -39,7 +39,9 @@ other applications may use.
 
 **Connections.** Scripts and QA reads go out as pre-encoded commands on the backend's
 own connection (see :meth:`RedisCache._roundtrip`), or on a pooled one while that is
-busy; everything else uses the client's pool. Connection failures are not retried
+busy; everything else uses the client's pool. The pool blocks: at most
+:data:`POOL_MAX_CONNECTIONS` connections, and a call that finds them all busy waits for
+one (at most :data:`POOL_WAIT_SECONDS`) instead of failing. Connection failures are not retried
 by the client (a dead server fails fast: 2 s connect timeout, 5 s socket timeout);
 the next call reconnects once the server is back.
 """
@@ -84,6 +86,10 @@ PREFIXES = (QA_PREFIX, CONTEXT_PREFIX, CONTEXT_ORDER_PREFIX, QA_INDEX_PREFIX, ME
 
 CONNECT_TIMEOUT_SECONDS = 2.0
 SOCKET_TIMEOUT_SECONDS = 5.0
+#: connections one backend opens at most; further concurrent calls wait for one
+POOL_MAX_CONNECTIONS = 64
+#: longest a call waits for a free pooled connection before it fails
+POOL_WAIT_SECONDS = 20.0
 _CAS_ATTEMPTS = 64
 _DEAD_CURSOR = ("dead",)
 _EPOCH0 = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -312,8 +318,22 @@ class RedisCache(CacheBackend):
         return self._sync
 
     def _new_client(self) -> "aioredis.Redis":
-        """The backend's async client: same settings as :meth:`sync_client` (one kwargs builder)."""
-        return aioredis.Redis(**self._conn_kwargs)
+        """The backend's async client: same settings as :meth:`sync_client`, on a blocking pool.
+
+        redis-py's default pool raises ``MaxConnectionsError`` as soon as more than its
+        limit of calls are in flight, which would turn a burst of writes into failures
+        while the server is healthy. A :class:`redis.asyncio.BlockingConnectionPool`
+        of :data:`POOL_MAX_CONNECTIONS` makes a call wait for a free connection, at most
+        :data:`POOL_WAIT_SECONDS`; only then does it fail (``CacheConnectionError``).
+        """
+        settings = aioredis.Redis(**self._conn_kwargs).connection_pool  # redis-py's own translation of the settings
+        pool = aioredis.BlockingConnectionPool(
+            connection_class=settings.connection_class,
+            max_connections=POOL_MAX_CONNECTIONS,
+            timeout=POOL_WAIT_SECONDS,
+            **settings.connection_kwargs,
+        )
+        return aioredis.Redis.from_pool(pool)
 
     async def _open(self) -> None:
         if self._client is None:

@@ -13,9 +13,10 @@ Accepted input (:func:`load_documents`):
 * a list or tuple of the above (not nested), in order.
 
 Supported files are UTF-8 (a BOM is tolerated): ``.txt``, ``.md`` (kept as is),
-``.json`` (flattened to ``key.sub: value`` lines, list items as ``key[0]``) and
-``.csv`` (comma-separated with a header row; one ``col: value; col: value`` line
-per row, empty cells left out). Extensions match case-insensitively.
+``.json`` (flattened to ``key.sub: value`` lines, list items as ``key[0]``; arrays
+and objects nested at most :data:`MAX_JSON_DEPTH` = 100 levels deep) and ``.csv``
+(comma-separated with a header row; one ``col: value; col: value`` line per row,
+empty cells left out). Extensions match case-insensitively.
 
 Every document's ``text`` is normalised: BOM dropped, ``\\r\\n``/``\\r`` turned into
 ``\\n``, leading and trailing whitespace stripped; ``content_hash`` is the SHA-256
@@ -42,9 +43,11 @@ from urllib.parse import unquote
 
 from memlab.exceptions import ValidationError
 
-__all__ = ["MAX_DOCUMENT_BYTES", "SUPPORTED_EXTENSIONS", "Document", "load_documents"]
+__all__ = ["MAX_DOCUMENT_BYTES", "MAX_JSON_DEPTH", "SUPPORTED_EXTENSIONS", "Document", "load_documents"]
 
 MAX_DOCUMENT_BYTES = 10 * 1024 * 1024
+#: deepest nesting of arrays/objects a ``.json`` document may have
+MAX_JSON_DEPTH = 100
 SUPPORTED_EXTENSIONS = ("csv", "json", "md", "txt")
 FILE_URL_PREFIX = "file://"
 INLINE_EXTENSION = "txt"
@@ -211,11 +214,28 @@ def _load_file(path: Path, name: str, max_bytes: int) -> Document:
 
 
 def _json_text(text: str, where: str) -> str:
+    too_deep = ValidationError(f"file {where} nests JSON arrays/objects deeper than the limit of {MAX_JSON_DEPTH} levels")
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValidationError(f"file {where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:  # deeper than the interpreter's stack: far above the limit
+        raise too_deep from None
+    if _json_depth(value) > MAX_JSON_DEPTH:
+        raise too_deep
     return "\n".join(_json_lines(value, "")).strip()
+
+
+def _json_depth(value: Any) -> int:
+    """Nesting depth of a parsed JSON value (a scalar is 0, ``[]`` is 1), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            depth += 1
+            deepest = max(deepest, depth)
+            stack.extend((child, depth) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _json_scalar(value: Any) -> str:

@@ -22,6 +22,7 @@ class SessionAPI:
     async def _scope(self, session_id: str | None, user: Any) -> tuple[str, str]:
         """(user id, session id). An omitted id resolves to the user's ``main_dataset`` default session."""
         stack = self._stack
+        stack.lifecycle.require_open()
         resolved = await stack.users.resolve(user)
         manager = stack.session_manager
         if session_id is not None:

@@ -18,9 +18,11 @@ from typing import Any, TypeVar
 import pydantic
 
 from memlab.cache._base import CacheBackend
+from memlab.lifecycle import Lifecycle
 from memlab.exceptions import BackendError, SessionParameterValidationError, SessionQAEntryValidationError
 from memlab.models import SessionContextEntry, SessionFeedbackEntry, SessionQAEntry
 from memlab.session._keyword import KeywordIndex
+from memlab.validation import check_id, check_text
 
 logger = logging.getLogger("memlab.session")
 T = TypeVar("T")
@@ -30,12 +32,10 @@ HISTORY_LAST_N = 10
 
 
 def _check_id(name: str, value: Any) -> str | None:
+    """None, or the id as a str (user ids may be ``uuid.UUID``); see :mod:`memlab.validation` for the rule."""
     if value is None:
         return None
-    text = str(value)
-    if not text.strip():
-        raise SessionParameterValidationError(f"{name} must not be blank, got {value!r}")
-    return text
+    return check_id(name, value, error=SessionParameterValidationError, allow_uuid=name == "user_id")
 
 
 def _check_last_n(last_n: Any) -> None:
@@ -59,8 +59,10 @@ class SessionManager:
         default_session_id: str = "default_session",
         dataset_id: uuid.UUID | None = None,
         index_capacity: int = 256,
+        lifecycle: Lifecycle | None = None,
     ) -> None:
         self.cache = cache
+        self._lifecycle = lifecycle
         self.default_session_id = default_session_id
         self.dataset_id = _check_dataset_id(dataset_id)
         self._indexes: OrderedDict[tuple[str, str], KeywordIndex] = OrderedDict()
@@ -86,6 +88,7 @@ class SessionManager:
         return user, self.resolve_session_id(session_id, dataset_id)
 
     async def _fail_open(self, op: str, default: T, fn: Callable[[CacheBackend], Awaitable[T]]) -> T:
+        self._require_open()
         if self.cache is None:
             return default
         try:
@@ -94,6 +97,11 @@ class SessionManager:
         except BackendError as exc:
             logger.warning("session %s failed open (returning %r): %s", op, default, exc)
             return default
+
+    def _require_open(self) -> None:
+        """``StackStateError`` when this manager belongs to a stack that is not open."""
+        if self._lifecycle is not None:
+            self._lifecycle.require_open()
 
     # -- QA turns ------------------------------------------------------------------
 
@@ -112,6 +120,8 @@ class SessionManager:
     ) -> str | None:
         """Store one turn; returns its ``qa_id`` (None when the cache is unavailable)."""
         user, session = self._ids(user_id, session_id, dataset_id)
+        for name, value in (("question", question), ("answer", answer), ("context", context)):
+            check_text(name, value, error=SessionQAEntryValidationError)
 
         async def write(cache: CacheBackend) -> str:
             entry = await cache.create_qa_entry(
@@ -183,6 +193,7 @@ class SessionManager:
         A score outside 1..5 raises ``SessionQAEntryValidationError``; an unknown
         ``qa_id`` returns False.
         """
+        check_text("feedback_text", feedback_text, error=SessionQAEntryValidationError, optional=True)
         if feedback_score is not None and (isinstance(feedback_score, bool) or feedback_score not in range(1, 6)):
             raise SessionQAEntryValidationError(f"feedback_score must be an integer from 1 to 5, got {feedback_score!r}")
         return await self.update_qa(
@@ -228,6 +239,7 @@ class SessionManager:
         """Every live context row (all kinds), first-insert order."""
         user, session = self._ids(user_id, session_id)
         if raise_on_error and self.cache is not None:
+            self._require_open()
             await self.cache.open()
             return await self.cache.get_session_context_entries(user, session)
         return await self._fail_open("get_context_entries", [], lambda cache: cache.get_session_context_entries(user, session))
@@ -251,6 +263,7 @@ class SessionManager:
     async def search(self, user_id: Any, query: str, session_id: str | None = None, top_k: int = 15) -> list[tuple[SessionQAEntry, int]]:
         """Keyword recall over the session: ``(turn, matched token count)``, best first (SPEC §9.2)."""
         user, session = self._ids(user_id, session_id)
+        check_text("query", query)
 
         async def run(cache: CacheBackend) -> list[tuple[SessionQAEntry, int]]:
             index = self._index_for(user, session)

@@ -24,6 +24,9 @@ Optional hooks, skipped with a reason unless the subclass provides them:
   session)`` that stores one unreadable row at the end of that session's live QA
   turns / context entries.
 
+Tests that close the backend open it again before they end, so a fixture may
+still use it after ``yield`` (as ``prune()`` above does).
+
 Override a test in the subclass only to skip it, with the reason. Register the
 module for assertion rewriting in your root ``conftest.py``:
 ``pytest.register_assert_rewrite("memlab.testing.conformance")``.
@@ -263,8 +266,66 @@ class CacheBackendSuite:
             await backend.update_qa_entry(U, S, "q1", feedback_score=0)
         with pytest.raises(SessionQAEntryValidationError):
             await backend.update_qa_entry(U, S, "q1", no_such_field="x")
+        await backend.open()  # leave it as the fixture gave it (its teardown may use it)
+
+    @pytest.mark.parametrize(
+        "value",
+        [b"s1", 1.5, 7, ["s"], {"s": 1}, None, "", "   ", "x" * 256, "a\x00b", "line\nbreak", "\ud800"],
+        ids=["bytes", "float", "int", "list", "dict", "none", "empty", "blank", "256_chars", "nul", "newline", "surrogate"],
+    )
+    async def test_bad_ids_raise_on_every_call_and_store_nothing(self, backend, value):
+        calls = [
+            lambda: backend.create_qa_entry(U, value, question="q", answer="a"),
+            lambda: backend.create_qa_entry(value, S, question="q", answer="a"),
+            lambda: backend.get_latest_qa_entries(U, value, 10),
+            lambda: backend.read_qa_log(value, S),
+            lambda: backend.update_qa_entry(U, value, "q1", feedback_score=3),
+            lambda: backend.delete_feedback(U, S, value),
+            lambda: backend.delete_qa_entry(U, value, "q1"),
+            lambda: backend.delete_session(value, S),
+            lambda: backend.create_session_context_entry(U, value, {"id": "c1"}),
+            lambda: backend.get_session_context_entries(U, value),
+            lambda: backend.update_session_context_entry(U, S, value, {"a": 1}),
+            lambda: backend.delete_session_context_entry(U, value, "c1"),
+        ]
+        if value is not None and value != "":  # "" and None are "no qa_id / entry id": one is generated
+            calls.append(lambda: backend.create_qa_entry(U, S, question="q", answer="a", qa_id=value))
+            calls.append(lambda: backend.create_session_context_entry(U, S, {"id": value}))
+        for call in calls:
+            with pytest.raises(SessionParameterValidationError):
+                await call()
+        assert await backend.get_all_qa_entries(U, S) == []
+        assert await backend.get_session_context_entries(U, S) == []
+
+    async def test_ids_up_to_the_limit_are_stored_verbatim(self, backend):
+        for session in ("x" * 255, "a:b%c", "ünïcødé 🙂", "tab-free but spaced id"):
+            await _qa(backend, "q1", session=session)
+            assert [e.qa_id for e in await backend.get_all_qa_entries(U, session)] == ["q1"]
+
+    @pytest.mark.parametrize("field", ["question", "context", "answer", "feedback_text"])
+    async def test_text_that_cannot_be_encoded_raises_naming_the_field(self, backend, field):
+        fields = {"question": "q", "answer": "a", field: "bad \ud800 text"}
+        with pytest.raises(SessionQAEntryValidationError, match=field):
+            await backend.create_qa_entry(U, S, qa_id="q1", **fields)
+        await _qa(backend, "q2")
+        with pytest.raises(SessionQAEntryValidationError, match=field):
+            await backend.update_qa_entry(U, S, "q2", **{field: "\udfff"})
+        with pytest.raises(SessionQAEntryValidationError):
+            await backend.create_qa_entry(U, S, question="q", answer="a", memify_metadata={"k": "\ud800"})
+        with pytest.raises(SessionParameterValidationError):
+            await backend.create_session_context_entry(U, S, {"id": "c1", "content": "\ud800"})
+        with pytest.raises(SessionParameterValidationError):
+            await backend.update_session_context_entry(U, S, "c1", {"content": "\ud800"})
+        assert [(e.qa_id, e.question, e.feedback_text) for e in await backend.get_all_qa_entries(U, S)] == [("q2", "question q2?", None)]
+        assert await backend.get_session_context_entries(U, S) == []
 
     # -- last_n ------------------------------------------------------------------------
+
+    @pytest.mark.parametrize("last_n", [2**31 - 1, 2**31, 2**63, 10**30], ids=["2^31-1", "2^31", "2^63", "10^30"])
+    async def test_huge_last_n_returns_every_turn(self, backend, last_n):
+        for i in range(1, 4):
+            await _qa(backend, f"q{i}")
+        assert [e.qa_id for e in await backend.get_latest_qa_entries(U, S, last_n)] == ["q1", "q2", "q3"]
 
     async def test_last_n(self, backend):
         for i in range(1, 5):
@@ -842,6 +903,7 @@ class CacheBackendSuite:
             assert cache is backend
             await _qa(backend, "q3")
             assert "q3" in await _qa_ids(backend)
+        await backend.open()  # leave it open for the fixture's teardown
 
     async def test_concurrent_writes_are_all_kept(self, backend):
         ids = [f"q{i}" for i in range(20)]
@@ -851,6 +913,14 @@ class CacheBackendSuite:
         log = await backend.read_qa_log(U, S)
         assert [e.qa_id for e in log.entries] == stored
         assert sorted(await _ctx_ids(backend)) == [f"c{i}" for i in range(5)]
+
+    async def test_a_burst_of_300_concurrent_writes_is_all_stored(self, backend):
+        """More concurrent calls than any connection pool holds: callers wait, no write is dropped."""
+        ids = [f"burst-{i:03d}" for i in range(300)]
+        await asyncio.gather(*(_qa(backend, qa_id) for qa_id in ids))
+        assert sorted(await _qa_ids(backend)) == ids
+        reads = await asyncio.gather(*(backend.get_latest_qa_entries(U, S, 10) for _ in range(300)))
+        assert all([e.qa_id for e in read] == [e.qa_id for e in reads[0]] and len(read) == 10 for read in reads)
 
     async def test_concurrent_reads_see_whole_writes(self, backend):
         await _qa(backend, "q0")

@@ -82,11 +82,15 @@ def test_questions_are_trimmed_after_answers_older_first() -> None:
     assert rewrite == f"{USER}{'p' * (MAX_QUERY_CHARS - fixed)}\n\n{USER}{new_q}\n\n{CURRENT}r"
 
 
-def test_a_raw_query_longer_than_the_cap_is_sliced() -> None:
-    raw = "w" * 2500
+def test_a_raw_query_longer_than_the_cap_is_cut_without_prior_turns_or_prefix() -> None:
+    raw = "w  " * 1200  # normalises to 2,399 characters
     rewrite = build_conversational_query(raw, [("question", "answer")])
-    # every prior field is trimmed away, then the current request itself is cut
-    assert rewrite == (CURRENT + raw)[:MAX_QUERY_CHARS]
+    # as cognee: the normalised raw request cut to the cap, no prior turns, no prefix
+    assert rewrite == " ".join(raw.split())[:MAX_QUERY_CHARS]
+    assert not rewrite.startswith(CURRENT)
+    # exactly at the cap, the raw request is not over it: prior turns are trimmed away, the prefix stays
+    at_cap = "w" * MAX_QUERY_CHARS
+    assert build_conversational_query(at_cap, [("question", "answer")]) == (CURRENT + at_cap)[:MAX_QUERY_CHARS]
 
 
 def test_a_raw_query_that_nearly_fills_the_cap_keeps_its_ending() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from memlab.cache._base import CacheBackend
 from memlab.testing.conformance import CacheBackendSuite
-from memlab.testing.suppliers import BACKENDS, SUPPLIERS, server_url, supply_backend
+from memlab.testing.suppliers import BACKENDS, SUPPLIERS, SupplyArgs, server_url, supply_backend
 
 Hook = Callable[[CacheBackend, str, str], Awaitable[None]]
 CORRUPT = "{not json"
@@ -155,3 +155,24 @@ async def test_supply_backend_prunes_and_closes_on_exit(name, tmp_path):
     if SUPPLIERS[name].shared:
         async with supply_backend(name, tmp_path=tmp_path) as again:
             assert await again.get_all_qa_entries("u1", "s1") == []
+
+
+class TestDocumentedFixturePattern:
+    """The fixture pattern of the CacheBackendSuite docstring (``yield cache; await cache.prune()``), on every backend.
+
+    Only the suite tests that close the backend themselves are collected here: those are
+    the ones that could break a teardown that still uses the backend.
+    """
+
+    ttl = CacheBackendSuite.ttl
+    clock = CacheBackendSuite.clock
+    purge_interval_seconds = CacheBackendSuite.purge_interval_seconds
+    test_invalid_arguments_raise_before_any_io = CacheBackendSuite.test_invalid_arguments_raise_before_any_io
+    test_open_and_close_are_idempotent = CacheBackendSuite.test_open_and_close_are_idempotent
+
+    @pytest.fixture(params=BACKENDS)
+    async def backend(self, request, tmp_path, ttl, clock, purge_interval_seconds):
+        async with SUPPLIERS[request.param](SupplyArgs(tmp_path, ttl, clock, purge_interval_seconds)) as unopened:
+            async with unopened as cache:  # exactly the docstring's pattern from here on
+                yield cache
+                await cache.prune()
