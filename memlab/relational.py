@@ -276,9 +276,13 @@ class RelationalStore:
             runner, self._runner = self._runner, None
             await runner.close()
 
-    async def _run(self, fn, *, write: bool):
+    def require_open(self) -> None:
+        """``StackStateError`` unless the store is open."""
         if self._runner is None:
             raise StackStateError(f"the metadata store {self.path} is not open; use 'async with stack:' or 'await stack.open()'")
+
+    async def _run(self, fn, *, write: bool):
+        self.require_open()
         return await self._runner.run(fn, write=write)
 
     # users

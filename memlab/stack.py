@@ -173,26 +173,27 @@ class MemoryStack:
         await self._relational.close()
 
     async def _finish_improvements(self, timeout: float | None) -> None:
-        pending = len(self._improving)
-        logger.info("close(): waiting for self-improvement of %d session(s) (at most %s s)", pending, timeout)
-        started = asyncio.get_running_loop().time()
-        try:
-            async with asyncio.timeout(timeout):
-                while self._improving:
-                    await asyncio.gather(*self._improving.values(), return_exceptions=True)
-        except TimeoutError:
-            unfinished = dict(self._improving)
-            for task in unfinished.values():
-                task.cancel()
-            await asyncio.gather(*unfinished.values(), return_exceptions=True)
-            for dataset, session, user_id in unfinished:
-                logger.warning(
-                    "close(): self-improvement of session %r into dataset %r (user %s) did not finish within %s s and was "
-                    "cancelled; its turns are still in the session cache: run improve(dataset=..., session_ids=[%r]) to bridge them",
-                    session, dataset, user_id, timeout, session,
-                )
-            return
-        logger.info("close(): self-improvement finished in %.2f s", asyncio.get_running_loop().time() - started)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        deadline = None if timeout is None else started + timeout
+        logger.info("close(): waiting for self-improvement of %d session(s) (at most %s s)", len(self._improving), timeout)
+        while self._improving:  # a run may schedule another round of its session: wait for those too
+            remaining = None if deadline is None else max(0.0, deadline - loop.time())
+            _, pending = await asyncio.wait(list(self._improving.values()), timeout=remaining)
+            if pending:
+                unfinished = dict(self._improving)
+                for task in unfinished.values():
+                    task.cancel()
+                await asyncio.gather(*unfinished.values(), return_exceptions=True)
+                for dataset, session, user_id in unfinished:
+                    logger.warning(
+                        "close(): self-improvement of session %r into dataset %r (user %s) did not finish within %s s and "
+                        "was cancelled; its turns are still in the session cache: run improve(dataset=..., session_ids=[%r]) "
+                        "to bridge them",
+                        session, dataset, user_id, timeout, session,
+                    )
+                return
+        logger.info("close(): self-improvement finished in %.2f s", loop.time() - started)
 
     async def __aenter__(self) -> "MemoryStack":
         return await self.open()

@@ -27,6 +27,7 @@ class Users:
 
     async def default(self) -> User:
         """The stack's default user, created on first use."""
+        self._store.require_open()
         if self._default is None:
             self._default = await self._store.default_user()
         return self._default
