@@ -147,7 +147,9 @@ class _Section(BaseModel):
         try:
             super().__init__(**data)
         except pydantic.ValidationError as exc:
-            raise ConfigError(f"invalid {type(self).__name__}: {_describe(exc)}") from None
+            error = ConfigError(f"invalid {type(self).__name__}: {_describe(exc)}")
+            error.problems = [(tuple(err["loc"]), err["msg"], err.get("input")) for err in exc.errors()]
+            raise error from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         try:
@@ -328,10 +330,17 @@ class StackConfig(_Section):
         if env.get("CACHE_DB_URL"):
             check_db_url("CACHE_DB_URL", env["CACHE_DB_URL"])
         ttl_seconds = reader.number("SESSION_TTL_SECONDS", 604800.0, lo=0.0)
+        sections = reader.section  # each value's error names its variable
         try:
-            return cls(
+            return sections(
+                cls,
+                {"data_root": "MEMLAB_DATA_ROOT"},
                 data_root=reader.path("MEMLAB_DATA_ROOT", ".memlab"),
-                cache=CacheConfig(
+                cache=sections(
+                    CacheConfig,
+                    {"enabled": "CACHING", "backend": "CACHE_BACKEND", "db_url": "CACHE_DB_URL", "host": "CACHE_HOST",
+                     "username": "CACHE_USERNAME", "password": "CACHE_PASSWORD", "ssl_cert_reqs": "CACHE_SSL_CERT_REQS",
+                     "tapes_ingest_url": "TAPES_INGEST_URL", "tapes_provider": "TAPES_PROVIDER"},
                     enabled=reader.flag("CACHING", True),
                     backend=env.get("CACHE_BACKEND", "sqlite").strip().lower() or "sqlite",
                     db_url=env.get("CACHE_DB_URL") or None,
@@ -345,24 +354,37 @@ class StackConfig(_Section):
                     tapes_ingest_url=env.get("TAPES_INGEST_URL") or None,
                     tapes_provider=(env.get("TAPES_PROVIDER") or "openai").strip().lower(),
                 ),
-                ttl=TTLConfig(policy=(env.get("MEMLAB_TTL_POLICY") or "auto").strip().lower(), seconds=ttl_seconds),
+                ttl=sections(
+                    TTLConfig,
+                    {"policy": "MEMLAB_TTL_POLICY", "seconds": "SESSION_TTL_SECONDS"},
+                    policy=(env.get("MEMLAB_TTL_POLICY") or "auto").strip().lower(),
+                    seconds=ttl_seconds,
+                ),
                 session=SessionConfig(abandon_after_seconds=reader.abandon_after()),
-                analysis=AnalysisConfig(
+                analysis=sections(
+                    AnalysisConfig,
+                    {"search_mode": "SESSION_SEARCH_MODE", "auto_feedback": "AUTO_FEEDBACK"},
                     search_mode=(env.get("SESSION_SEARCH_MODE") or "concurrent").strip().lower(),
                     auto_feedback=reader.flag("AUTO_FEEDBACK", True),
                     timeout_seconds=reader.number("MEMLAB_ANALYSIS_TIMEOUT_SECONDS", 30.0, lo=1e-3),
                 ),
-                merge=MergeConfig(policy=(env.get("MEMLAB_MERGE_POLICY") or "dual_lane").strip().lower()),
-                llm=LLMConfig(
+                merge=sections(MergeConfig, {"policy": "MEMLAB_MERGE_POLICY"}, policy=(env.get("MEMLAB_MERGE_POLICY") or "dual_lane").strip().lower()),
+                llm=sections(
+                    LLMConfig,
+                    {"model": "LLM_MODEL", "api_key": "LLM_API_KEY"},
                     model=(env.get("LLM_MODEL") or "memlab/offline").strip(),
                     api_key=env.get("LLM_API_KEY") or None,
                     offline_latency_ms=reader.number("MEMLAB_OFFLINE_LATENCY_MS", 0.0, lo=0.0, hi=MAX_SECONDS * 1000),
                 ),
-                embedding=EmbeddingConfig(
+                embedding=sections(
+                    EmbeddingConfig,
+                    {"model": "EMBEDDING_MODEL", "api_key": "EMBEDDING_API_KEY"},
                     model=(env.get("EMBEDDING_MODEL") or "memlab/minilm").strip(),
                     api_key=env.get("EMBEDDING_API_KEY") or None,
                 ),
-                graph=GraphConfig(
+                graph=sections(
+                    GraphConfig,
+                    {"chunk_size": "MEMLAB_CHUNK_SIZE", "chunk_overlap": "MEMLAB_CHUNK_OVERLAP"},
                     chunk_size=reader.integer("MEMLAB_CHUNK_SIZE", 512, lo=16, hi=MAX_CHUNK_TOKENS),
                     chunk_overlap=reader.integer("MEMLAB_CHUNK_OVERLAP", 64, lo=0, hi=MAX_CHUNK_TOKENS),
                     extraction_concurrency=reader.integer("MEMLAB_EXTRACTION_CONCURRENCY", 8, lo=1, hi=256),
@@ -420,6 +442,24 @@ class _EnvReader:
         if value != int(value):
             raise ConfigError(f"{name} must be a whole number from {lo} to {hi}, got {self.env.get(name)!r}")
         return int(value)
+
+    @staticmethod
+    def section(cls: type[_Section], variables: Mapping[str, str], **values: Any) -> Any:
+        """``cls(**values)``; an invalid value raises ``ConfigError`` naming its environment variable."""
+        try:
+            return cls(**values)
+        except ConfigError as exc:
+            problems = getattr(exc, "problems", None)
+            if not problems:
+                raise
+            described = []
+            for loc, message, value in problems:
+                if loc:
+                    described.append(f"{variables.get(str(loc[0]), '.'.join(map(str, loc)))}: {message} (got {value!r})")
+                else:  # a rule across fields: name the variables of the fields it mentions
+                    named = [variable for field, variable in variables.items() if field in message]
+                    described.append(f"{', '.join(named) or cls.__name__}: {message}")
+            raise ConfigError("; ".join(described)) from None
 
     def path(self, name: str, default: str) -> Path:
         raw = self.env.get(name) or default
