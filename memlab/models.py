@@ -221,7 +221,8 @@ class RememberResult(BaseModel):
     pipeline_run_id: Optional[uuid.UUID] = None
     #: LLM use of the run: ``llm_calls``, ``tokens_in``, ``tokens_out``
     usage: dict[str, int] = Field(default_factory=dict)
-    #: wall-clock seconds per phase: ``extract`` (LLM), ``embed``, ``write`` (graph, vectors, snapshot, records)
+    #: wall-clock seconds per phase: ``startup`` (one-off imports and model load; ~0 once warm),
+    #: ``extract`` (LLM), ``embed``, ``write`` (graph, vectors, snapshot, records)
     timings_s: dict[str, float] = Field(default_factory=dict)
 
 

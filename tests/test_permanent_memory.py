@@ -296,3 +296,11 @@ async def test_a_second_process_view_sees_a_regrown_dataset(tmp_path):
         await writer.remember(BOB, dataset="docs")
         graph = await reader.memory.graph(first.dataset_id)
         assert "Pierre Curie" in _names(graph, "entity") and "Polonium" not in _names(graph, "entity")
+
+
+async def test_phase_timings_keep_the_one_off_startup_apart(stack):
+    first = await stack.remember(["Marie Curie worked in Paris."])
+    second = await stack.remember(["Pierre Curie worked in Paris too."])
+    for result in (first, second):
+        assert set(result.timings_s) == {"startup", "extract", "embed", "write"}
+    assert second.timings_s["startup"] < 0.5  # imports and model load happen once per process

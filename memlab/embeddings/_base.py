@@ -129,6 +129,13 @@ class Embedder(abc.ABC):
             raise ValidationError(f"text must be a str, got {type(text).__name__}")
         return (await self.embed([text]))[0]
 
+    async def prepare(self) -> None:
+        """Load the model now (off the event loop) if it is not loaded yet; a no-op once loaded.
+
+        Lets a caller time the one-off model load apart from steady-state embedding.
+        """
+        await self._ensure_loaded()
+
     async def _ensure_loaded(self) -> None:
         """Load the model if it is not loaded yet (off the event loop). Default: nothing to load."""
 

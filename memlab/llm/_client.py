@@ -17,6 +17,8 @@ override them.
 
 from __future__ import annotations
 
+import asyncio
+
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -174,6 +176,13 @@ class LLMClient:
         key = ", api_key=***" if self._api_key else ""
         latency = f", offline_latency_ms={self.offline_latency_ms}" if self.is_offline else ""
         return f"LLMClient(model={self.model!r}{key}{latency})"
+
+    async def prepare(self) -> None:
+        """Import litellm and register the offline provider now (off the event loop); cheap once done.
+
+        Lets a caller time the one-off import (~3 s cold) apart from steady-state calls.
+        """
+        await asyncio.to_thread(ensure_registered)
 
     async def complete(
         self,
