@@ -93,7 +93,7 @@ class World:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.loop = asyncio.new_event_loop()
+        self.runner = asyncio.Runner()  # its close() cancels what is left on the loop (litellm's logging worker)
         self.stack = MemoryStack.from_config(fast_config(root), clock=FakeClock())
         self.run(self.stack.open())
         self.run(self._seed())
@@ -109,11 +109,13 @@ class World:
         self.forged = User(id=self.bob.id, name="bob", parent_user_id=self.alice.id, created_at=self.bob.created_at)
 
     def run(self, coro):
-        return self.loop.run_until_complete(coro)
+        return self.runner.run(coro)
 
     def close(self) -> None:
-        self.run(self.stack.close())
-        self.loop.close()
+        try:
+            self.run(self.stack.close())
+        finally:
+            self.runner.close()
 
 
 def _calls(world: World):
