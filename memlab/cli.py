@@ -19,6 +19,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from memlab.exceptions import UsageError
+
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:
     """An argparse type: an integer >= ``minimum``."""
@@ -160,9 +162,6 @@ def _write_json(args: argparse.Namespace, document: object) -> None:
     print(f"\nwrote {path}")
 
 
-class UsageError(Exception):
-    """A command-line argument is wrong: the command exits with status 2."""
-
 
 def _demo() -> int:
     from memlab.config import StackConfig
@@ -278,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _bench_recall(args)
         if args.command == "bench" and args.bench == "modes":
             return _bench_modes(args)
-    except (UsageError, ValidationError, ConfigError) as exc:
+    except (ValidationError, ConfigError) as exc:  # UsageError is a ValidationError
         print(f"memlab: error: {exc}", file=sys.stderr)
         return 2
     except MemlabError as exc:

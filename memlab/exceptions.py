@@ -6,27 +6,45 @@ errors (sqlite3, redis, asyncpg, ...) are wrapped, never raised bare::
     MemlabError
     ├── ConfigError(ValueError)              unknown strategy name, bad env value, unusable data root
     ├── ValidationError(ValueError)          a caller passed a bad argument; nothing was written
-    │   ├── SessionParameterValidationError  blank user/session/qa id, last_n < 1, non-UUID dataset id
+    │   ├── SessionParameterValidationError  bad user/session/qa id, last_n < 1, non-UUID dataset id
     │   ├── SessionQAEntryValidationError    a QA entry field is invalid (feedback_score outside 1..5, ...)
-    │   └── SessionPreconditionError         the call needs state that does not exist (no main_dataset)
+    │   ├── SessionPreconditionError         the call needs state that does not exist (no main_dataset)
+    │   ├── StructuredOutputError            the LLM's output does not fill the requested response_model
+    │   └── UsageError                       a command-line argument is wrong (the CLI exits with 2)
     ├── PermissionDeniedError(PermissionError)  the user may not read / write that dataset; nothing leaked
     ├── BackendError(RuntimeError)           a store failed; the message names the backend, never a secret
     │   └── CacheConnectionError             the session cache could not be reached or answered wrongly
-    └── StackStateError(RuntimeError)        a MemoryStack used before open() or after close()
+    │       └── MigrationError               the cache schema cannot be brought to this memlab's head
+    ├── LLMError(RuntimeError)               litellm or the provider failed; the original error is __cause__
+    ├── EmbeddingError(RuntimeError)         an embedder could not load, verify or call its model
+    ├── StackStateError(RuntimeError)        a MemoryStack used before open() or after close()
+    └── BenchmarkError(RuntimeError)         a benchmark subject could not run
+        ├── BackendSkipped                   a cache backend cannot be benchmarked here (the message says why)
+        └── SubjectFailed                    a benchmark subject raised during a repeat (``error`` is what)
+
+Every class is defined here and only here; other modules re-export them.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "BackendError",
+    "BackendSkipped",
+    "BenchmarkError",
     "CacheConnectionError",
     "ConfigError",
+    "EmbeddingError",
+    "LLMError",
     "MemlabError",
+    "MigrationError",
     "PermissionDeniedError",
     "SessionParameterValidationError",
     "SessionPreconditionError",
     "SessionQAEntryValidationError",
     "StackStateError",
+    "StructuredOutputError",
+    "SubjectFailed",
+    "UsageError",
     "ValidationError",
 ]
 
@@ -69,3 +87,70 @@ class CacheConnectionError(BackendError):
 
 class StackStateError(MemlabError, RuntimeError):
     """A :class:`~memlab.MemoryStack` was used outside its open/close lifecycle."""
+
+
+class MigrationError(CacheConnectionError):
+    """The cache schema cannot be brought to this memlab's head revision."""
+
+
+class StructuredOutputError(ValidationError):
+    """The model's output could not be validated as the requested ``response_model``.
+
+    ``raw_text`` holds the full output (the message quotes only its start);
+    ``response_model`` is the pydantic class; the pydantic or JSON error is chained
+    as ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, raw_text: str, response_model: type | None = None, model: str | None = None) -> None:
+        super().__init__(message)
+        self.raw_text = raw_text
+        self.response_model = response_model
+        self.model = model
+
+
+class UsageError(ValidationError):
+    """A command-line argument is wrong: the ``memlab`` command exits with status 2."""
+
+
+class LLMError(MemlabError, RuntimeError):
+    """An LLM call failed in litellm or at the provider. The original error is chained as ``__cause__``.
+
+    ``model`` is the litellm model string of the call; ``provider_error`` the class
+    name of the original exception (``"RateLimitError"``, ``"AuthenticationError"``, ...).
+    The message never contains the API key.
+    """
+
+    def __init__(self, message: str, *, model: str | None = None, provider_error: str | None = None) -> None:
+        super().__init__(message)
+        self.model = model
+        self.provider_error = provider_error
+
+
+class EmbeddingError(MemlabError, RuntimeError):
+    """An embedder failed: its model could not be loaded or verified, or the provider call failed.
+
+    ``model`` names the embedder's model; ``provider_error`` is the class name of
+    the original exception where there is one (chained as ``__cause__``). The
+    message never contains an API key.
+    """
+
+    def __init__(self, message: str, *, model: str | None = None, provider_error: str | None = None) -> None:
+        super().__init__(message)
+        self.model = model
+        self.provider_error = provider_error
+
+
+class BenchmarkError(MemlabError, RuntimeError):
+    """A benchmark could not measure one of its subjects."""
+
+
+class BackendSkipped(BenchmarkError):
+    """A cache backend cannot be benchmarked here; the message says why."""
+
+
+class SubjectFailed(BenchmarkError):
+    """A benchmark subject (``label``) raised during a repeat; ``error`` is what it raised."""
+
+    def __init__(self, label: str, error: BaseException) -> None:
+        super().__init__(f"{label}: {type(error).__name__}: {error}")
+        self.label, self.error = label, error

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from memlab.bench._stores import Subject
+from memlab.exceptions import SubjectFailed
 
 if TYPE_CHECKING:
     from memlab.bench.cache import CacheBenchSpec
@@ -127,14 +128,6 @@ async def _read_times(subject: Subject, session: str) -> list[float]:
         await subject.read_last_10(session)
         times.append(perf() - t0)
     return times
-
-
-class SubjectFailed(Exception):
-    """A subject (``label``) raised during a repeat; ``error`` is what it raised."""
-
-    def __init__(self, label: str, error: BaseException) -> None:
-        super().__init__(f"{label}: {type(error).__name__}: {error}")
-        self.label, self.error = label, error
 
 
 @contextlib.contextmanager

@@ -61,6 +61,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from memlab.bench import _table
+from memlab.exceptions import BackendSkipped
 from memlab.bench._measure import (
     FLATNESS_WINDOW,
     READ_PROBE_AT,
@@ -185,10 +186,6 @@ SERVER_SETTINGS: dict[str, Callable[[str], dict[str, Any]]] = {
     "postgres": _postgres_settings,
     "tapes": lambda url: {"tapes_ingest_url": url},
 }
-
-
-class BackendSkipped(Exception):
-    """The backend cannot run here; the message says why."""
 
 
 def default_backends(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:

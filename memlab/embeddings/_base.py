@@ -6,7 +6,7 @@ import abc
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from memlab.exceptions import MemlabError, ValidationError
+from memlab.exceptions import EmbeddingError, ValidationError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -15,20 +15,6 @@ __all__ = ["DEFAULT_BATCH_SIZE", "Embedder", "EmbeddingError", "check_texts", "l
 
 #: texts per model call unless an embedder is told otherwise
 DEFAULT_BATCH_SIZE = 64
-
-
-class EmbeddingError(MemlabError, RuntimeError):
-    """An embedder failed: its model could not be loaded or verified, or the provider call failed.
-
-    ``model`` names the embedder's model; ``provider_error`` is the class name of
-    the original exception where there is one (chained as ``__cause__``). The
-    message never contains an API key.
-    """
-
-    def __init__(self, message: str, *, model: str | None = None, provider_error: str | None = None) -> None:
-        super().__init__(message)
-        self.model = model
-        self.provider_error = provider_error
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:

@@ -42,7 +42,7 @@ from typing import Any
 from sqlalchemy import func, inspect, select, text
 
 from memlab._sqlrun import advisory_key, resolve_url
-from memlab.exceptions import CacheConnectionError, MemlabError
+from memlab.exceptions import MemlabError, MigrationError
 
 __all__ = ["HEAD", "REVISIONS", "VERSION_TABLE", "MigrationError", "alembic_config", "run_migrations", "upgrade_connection"]
 
@@ -58,10 +58,6 @@ MIGRATION_LOCK_KEY = advisory_key("memlab.cache.migrations")
 
 _CACHE_TABLES = ("cache_qa_entries", "cache_session_context", "cache_session_state")
 _CONTEXT_INDEX = "ux_cache_session_context_entry"
-
-
-class MigrationError(CacheConnectionError):
-    """The cache schema cannot be brought to this memlab's head revision."""
 
 
 def alembic_config(connection: Any = None):
