@@ -1,4 +1,4 @@
-"""The ``tapes`` cache backend: the ``fs`` store, with new turns mirrored to Tapes.
+"""The ``tapes`` cache backend: any backend, with new turns mirrored to Tapes.
 
 Tapes is an LLM telemetry service; its ingest endpoint takes one completed turn as
 ``{"provider", "agent_name", "request", "response"}`` where ``request`` and
@@ -7,8 +7,16 @@ Tapes is an LLM telemetry service; its ingest endpoint takes one completed turn 
 come from that provider: the question is the user message, the turn's retrieved
 ``context`` (when any) the system prompt, the answer the assistant message.
 
-The local diskcache store is the truth. Mirroring is best effort and
-**append-only**: updates, feedback, deletes, context entries and expiry are never
+:class:`TapesCache` wraps an inner :class:`~memlab.cache.CacheBackend` (by
+default an ``fs`` :class:`~memlab.cache.DiskCache`) and is a ``CacheBackend`` by
+registration, not inheritance (it has no storage primitives of its own): every
+public method is the inner backend's, called once, so validation, TTL, write-time
+sweeps, ``read_qa_log`` cursors and errors are exactly the inner backend's;
+``create_qa_entry`` then mirrors the turn it returned. A turn the inner backend
+rejects is never mirrored.
+
+The inner store is the truth. Mirroring is best effort and **append-only**:
+updates, feedback, deletes, context entries, expiry and prunes are never
 mirrored, so Tapes keeps every turn ever created, including ones deleted here.
 A failed mirror (connection refused, timeout, HTTP status >= 400) is logged as a
 warning and never fails or undoes the write.
@@ -27,21 +35,27 @@ connections; the next ``create_qa_entry`` then waits for a slot (backpressure,
 instead of unbounded memory or silently dropped records). 4 because httpx's CPU
 per request grows with concurrency (~1.5 ms at 4 in flight, 2.5-3.3 ms at 16-64).
 :meth:`TapesCache.flush` waits for the pending mirrors; ``close()`` flushes before
-it closes the HTTP client, so no mirror is lost on an orderly shutdown (a process
-that dies first loses only its pending mirrors, never local turns). Arrival order
-at Tapes is not guaranteed: each record is self-contained.
+it closes the HTTP client and then the inner backend, so no mirror of a turn whose
+``create_qa_entry`` returned is lost on an orderly shutdown (a turn still waiting
+for a slot when ``close()`` starts is skipped with a warning; a process that dies
+first loses only its pending mirrors, never stored turns). Arrival order at Tapes
+is not guaranteed: each record is self-contained.
 """
+
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Hashable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
-from memlab.cache._disk import DiskCache
+from memlab._clock import Clock
+from memlab.cache._base import CacheBackend, QALog
 from memlab.models import SessionQAEntry
+from memlab.ttl import TTLPolicy
 
 logger = logging.getLogger("memlab.cache")
 
@@ -128,30 +142,45 @@ def ingest_record(provider: str, user_id: str, session_id: str, entry: SessionQA
     return {"provider": provider, "agent_name": AGENT_NAME, "request": request, "response": response}
 
 
-class TapesCache(DiskCache):
-    """``fs`` cache that mirrors each new turn to a Tapes ingest service. See the module docstring.
 
-    ``ingest_url`` is the service root (``/v1/ingest`` is appended). ``provider``
-    picks the wire format: ``openai`` (default), ``anthropic`` or ``ollama``; any
-    other name is mirrored in the ``openai`` format with a logged warning.
-    ``timeout`` bounds each POST in seconds. Other keyword arguments go to
-    :class:`~memlab.cache.DiskCache`. Needs ``httpx``.
+@CacheBackend.register
+class TapesCache:
+    """A :class:`~memlab.cache.CacheBackend` that mirrors each new turn of ``inner`` to Tapes. See the module docstring.
+
+    ``inner`` is the backend that stores everything: a ``CacheBackend``, which
+    this cache then owns (opens and closes), or a directory, meaning a
+    :class:`~memlab.cache.DiskCache` there built with ``backend_kwargs`` (``ttl``,
+    ``clock``, ``purge_interval_seconds``, ``lock_timeout``); with a ready backend
+    ``backend_kwargs`` must be empty. ``ingest_url`` is the service root
+    (``/v1/ingest`` is appended). ``provider`` picks the wire format: ``openai``
+    (default), ``anthropic`` or ``ollama``; any other name is mirrored in the
+    ``openai`` format with a logged warning. ``timeout`` bounds each POST in
+    seconds. Needs ``httpx``.
     """
 
-    name = "tapes"
-    #: most mirror POSTs pending at once; beyond that create_qa_entry waits for a slot
+    name: ClassVar[str] = "tapes"
+    #: the default inner backend's (``fs``) policy, chosen when the config says ``auto``
+    default_ttl_policy: ClassVar[str] = "sliding"
+    #: most mirror POSTs pending at once; beyond that create_qa_entry waits for a slot (read at open)
     max_in_flight: int = 4
 
     def __init__(
         self,
-        directory: str | Path,
+        inner: CacheBackend | str | Path,
         *,
         ingest_url: str,
         provider: str = "openai",
         timeout: float = 5.0,
         **backend_kwargs: Any,
     ) -> None:
-        super().__init__(directory, **backend_kwargs)
+        if isinstance(inner, CacheBackend):
+            if backend_kwargs:
+                raise TypeError(f"options {sorted(backend_kwargs)} belong to the inner backend's constructor, not TapesCache's")
+            self.inner = inner
+        else:
+            from memlab.cache._disk import DiskCache
+
+            self.inner = DiskCache(inner, **backend_kwargs)
         chosen = (provider or "").strip().lower()
         if chosen not in PROVIDERS:
             logger.warning("unknown tapes provider %r: mirroring in the openai format (known: %s)", provider, ", ".join(PROVIDERS))
@@ -160,52 +189,151 @@ class TapesCache(DiskCache):
         self.ingest_url = ingest_url.rstrip("/")
         self.endpoint = f"{self.ingest_url}/v1/ingest"
         self.timeout = timeout
-        self._client = None
+        self._client = None  # the httpx.AsyncClient while open
         self._slots: asyncio.Semaphore | None = None
         self._pending: set[asyncio.Task] = set()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({str(self.path)!r}, ingest_url={self.ingest_url!r}, provider={self.provider!r})"
+        return f"{type(self).__name__}({self.inner!r}, ingest_url={self.ingest_url!r}, provider={self.provider!r})"
 
-    async def _open(self) -> None:
+    @property
+    def ttl(self) -> TTLPolicy:
+        """The inner backend's TTL policy."""
+        return self.inner.ttl
+
+    @property
+    def clock(self) -> Clock:
+        """The inner backend's clock."""
+        return self.inner.clock
+
+    @property
+    def purge_interval_seconds(self) -> float:
+        """The inner backend's sweep throttle (its writes sweep, not this wrapper)."""
+        return self.inner.purge_interval_seconds
+
+    @property
+    def path(self) -> Path | None:
+        """The inner backend's ``path`` (None when it has none), for the tools that report where a cache lives."""
+        return getattr(self.inner, "path", None)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the inner backend, then the HTTP client. Idempotent."""
         try:
             import httpx
         except ImportError as exc:  # pragma: no cover - httpx is a dependency
             raise ImportError("the tapes cache backend needs httpx: pip install httpx") from exc
-        await super()._open()
-        slots = self.max_in_flight
-        self._client = httpx.AsyncClient(
-            timeout=self.timeout, limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots)
-        )
-        self._slots = asyncio.Semaphore(slots)
+        await self.inner.open()
+        if self._client is None:
+            slots = self.max_in_flight
+            self._client = httpx.AsyncClient(
+                timeout=self.timeout, limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots)
+            )
+            self._slots = asyncio.Semaphore(slots)
 
-    async def _close(self) -> None:
+    async def close(self) -> None:
+        """Wait for the pending mirrors, close the HTTP client, then the inner backend. Idempotent; may be reopened."""
+        client, self._client, self._slots = self._client, None, None
         try:
-            await self.flush()
-        finally:
-            client, self._client = self._client, None
-            try:
-                if client is not None:
+            if client is not None:
+                try:
+                    await self.flush()
+                finally:
                     await client.aclose()
-            finally:
-                await super()._close()
+        finally:
+            await self.inner.close()
+
+    async def __aenter__(self) -> "TapesCache":
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     async def flush(self) -> None:
         """Wait until every pending mirror POST has finished (succeeded or failed)."""
         while self._pending:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
 
+    # -- QA turns: the inner backend's, plus the mirror of a created turn -----------
+
     async def create_qa_entry(self, user_id: str, session_id: str, **fields: Any) -> SessionQAEntry:
-        """Append the turn locally (see :meth:`CacheBackend.create_qa_entry`), then mirror it in the background."""
-        entry = await super().create_qa_entry(user_id, session_id, **fields)
+        """The inner backend's :meth:`~CacheBackend.create_qa_entry`; the stored turn is then mirrored in the background.
+
+        Waits for a mirror slot when :attr:`max_in_flight` mirrors are pending. A
+        turn stored while this cache is not open (or is closing) is not mirrored: a
+        warning says so.
+        """
+        entry = await self.inner.create_qa_entry(user_id, session_id, **fields)
         client, slots = self._client, self._slots
         if client is not None and slots is not None:
             record = ingest_record(self.provider, user_id, session_id, entry)
             await slots.acquire()
-            task = asyncio.get_running_loop().create_task(self._post(client, slots, record, entry.qa_id))
-            self._pending.add(task)
-            task.add_done_callback(self._pending.discard)
+            if self._client is client:
+                task = asyncio.get_running_loop().create_task(self._post(client, slots, record, entry.qa_id))
+                self._pending.add(task)
+                task.add_done_callback(self._pending.discard)
+                return entry
+            slots.release()
+        logger.warning("tapes mirror of turn %s skipped: the tapes cache is not open", entry.qa_id)
         return entry
+
+    async def get_latest_qa_entries(self, user_id: str, session_id: str, last_n: int | None = None) -> list[SessionQAEntry]:
+        """The inner backend's :meth:`~CacheBackend.get_latest_qa_entries`."""
+        return await self.inner.get_latest_qa_entries(user_id, session_id, last_n)
+
+    async def get_all_qa_entries(self, user_id: str, session_id: str) -> list[SessionQAEntry]:
+        """The inner backend's :meth:`~CacheBackend.get_all_qa_entries`."""
+        return await self.inner.get_all_qa_entries(user_id, session_id)
+
+    async def read_qa_log(self, user_id: str, session_id: str, cursor: Hashable | None = None) -> QALog:
+        """The inner backend's :meth:`~CacheBackend.read_qa_log` (its cursors)."""
+        return await self.inner.read_qa_log(user_id, session_id, cursor)
+
+    async def update_qa_entry(self, user_id: str, session_id: str, qa_id: str, **fields: Any) -> bool:
+        """The inner backend's :meth:`~CacheBackend.update_qa_entry` (not mirrored)."""
+        return await self.inner.update_qa_entry(user_id, session_id, qa_id, **fields)
+
+    async def delete_feedback(self, user_id: str, session_id: str, qa_id: str) -> bool:
+        """The inner backend's :meth:`~CacheBackend.delete_feedback` (not mirrored)."""
+        return await self.inner.delete_feedback(user_id, session_id, qa_id)
+
+    async def delete_qa_entry(self, user_id: str, session_id: str, qa_id: str) -> bool:
+        """The inner backend's :meth:`~CacheBackend.delete_qa_entry` (not mirrored)."""
+        return await self.inner.delete_qa_entry(user_id, session_id, qa_id)
+
+    async def delete_session(self, user_id: str, session_id: str) -> bool:
+        """The inner backend's :meth:`~CacheBackend.delete_session` (not mirrored)."""
+        return await self.inner.delete_session(user_id, session_id)
+
+    # -- session context and maintenance: the inner backend's, never mirrored ----------
+
+    async def create_session_context_entry(self, user_id: str, session_id: str, entry: dict[str, Any]) -> str:
+        """The inner backend's :meth:`~CacheBackend.create_session_context_entry`."""
+        return await self.inner.create_session_context_entry(user_id, session_id, entry)
+
+    async def get_session_context_entries(self, user_id: str, session_id: str) -> list[dict[str, Any]]:
+        """The inner backend's :meth:`~CacheBackend.get_session_context_entries`."""
+        return await self.inner.get_session_context_entries(user_id, session_id)
+
+    async def update_session_context_entry(self, user_id: str, session_id: str, entry_id: str, changes: dict[str, Any]) -> bool:
+        """The inner backend's :meth:`~CacheBackend.update_session_context_entry`."""
+        return await self.inner.update_session_context_entry(user_id, session_id, entry_id, changes)
+
+    async def delete_session_context_entry(self, user_id: str, session_id: str, entry_id: str) -> bool:
+        """The inner backend's :meth:`~CacheBackend.delete_session_context_entry`."""
+        return await self.inner.delete_session_context_entry(user_id, session_id, entry_id)
+
+    async def sweep(self) -> int:
+        """The inner backend's :meth:`~CacheBackend.sweep`."""
+        return await self.inner.sweep()
+
+    async def prune(self) -> None:
+        """The inner backend's :meth:`~CacheBackend.prune` (Tapes keeps its records)."""
+        await self.inner.prune()
+
+    # -- mirroring -------------------------------------------------------------------
 
     async def _post(self, client: Any, slots: asyncio.Semaphore, record: dict[str, Any], qa_id: str | None) -> None:
         try:

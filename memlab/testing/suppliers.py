@@ -21,18 +21,24 @@ handle, as a second process would have), unless the supplier is registered with
 ``shared=False`` because the backend keeps its data inside the instance
 (``memory``). Suppliers must not wipe data on entry, or a second handle would
 erase the first one's rows; :func:`supply_backend` prunes on exit instead.
+
+``tapes`` and ``tapes-memory`` are the ``tapes`` mirror around a fresh ``fs`` /
+``memory`` backend (built by that backend's supplier), posting to a stdlib HTTP
+server on 127.0.0.1 that answers 200 and stops when the supply exits.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from memlab._clock import Clock
-from memlab.cache._base import CacheBackend
+from memlab.cache import CacheBackend
 from memlab.ttl import TTLPolicy
 
 __all__ = ["BACKENDS", "SUPPLIERS", "Supplier", "SupplyArgs", "server_url", "supply_backend"]
@@ -89,21 +95,21 @@ def server_url(env_var: str) -> str:
 
 @asynccontextmanager
 async def _memory(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
-    from memlab.cache._memory import MemoryCache
+    from memlab.cache import MemoryCache
 
     yield MemoryCache(**args.common)
 
 
 @asynccontextmanager
 async def _sqlite(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
-    from memlab.cache._sql import SQLCache
+    from memlab.cache import SQLCache
 
     yield SQLCache(f"sqlite:///{Path(args.tmp_path) / 'cache.db'}", **args.common)
 
 
 @asynccontextmanager
 async def _fs(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
-    from memlab.cache._disk import DiskCache
+    from memlab.cache import DiskCache
 
     yield DiskCache(Path(args.tmp_path) / "fs-cache", **args.common)
 
@@ -116,7 +122,7 @@ _FAKE_REDIS_SERVERS: dict[Path, object] = {}
 async def _fakeredis(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
     import fakeredis
 
-    from memlab.cache._redis import RedisCache
+    from memlab.cache import RedisCache
 
     server = _FAKE_REDIS_SERVERS.setdefault(Path(args.tmp_path), fakeredis.FakeServer())
     client = fakeredis.aioredis.FakeRedis(server=server)
@@ -128,16 +134,59 @@ async def _fakeredis(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
 
 @asynccontextmanager
 async def _redis(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
-    from memlab.cache._redis import RedisCache
+    from memlab.cache import RedisCache
 
     yield RedisCache(server_url("MEMLAB_TEST_REDIS_URL"), **args.common)
 
 
 @asynccontextmanager
 async def _postgres(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
-    from memlab.cache._sql import SQLCache
+    from memlab.cache import SQLCache
 
     yield SQLCache(server_url("MEMLAB_TEST_POSTGRES_URL"), **args.common)
+
+
+class _IngestHandler(BaseHTTPRequestHandler):
+    """Answers every POST with 200 (a Tapes ingest service that accepts everything)."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive, as the tapes backend pools its connections
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@asynccontextmanager
+async def _ingest_server() -> AsyncIterator[str]:
+    """Yield the URL of an :class:`_IngestHandler` server on 127.0.0.1 (a free port); it stops on exit."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _IngestHandler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, name="memlab-ingest", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def _mirrored(inner: Callable[[SupplyArgs], AbstractAsyncContextManager[CacheBackend]]):
+    """A supplier of a ``tapes`` cache around the backend ``inner`` supplies, mirroring to a local ingest server."""
+
+    @asynccontextmanager
+    async def build(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
+        from memlab.cache import TapesCache
+
+        async with _ingest_server() as url, inner(args) as backend:
+            yield TapesCache(backend, ingest_url=url)
+
+    return build
 
 
 #: backend name -> how to build it for a test
@@ -148,6 +197,8 @@ SUPPLIERS: dict[str, Supplier] = {
     "fakeredis": Supplier(_fakeredis),
     "redis": Supplier(_redis),
     "postgres": Supplier(_postgres),
+    "tapes": Supplier(_mirrored(_fs)),
+    "tapes-memory": Supplier(_mirrored(_memory), shared=False),
 }
 
 #: names of every registered backend, in registry order

@@ -66,6 +66,15 @@ def _fs_row(kind: str) -> Hook:
     return hook
 
 
+def _inner(hook: Hook) -> Hook:
+    """``hook`` applied to the backend a wrapper (``tapes``) stores in."""
+
+    async def delegated(backend, user, session):
+        await hook(backend.inner, user, session)
+
+    return delegated
+
+
 CORRUPT_QA_ROW: dict[str, Hook] = {
     "memory": _memory_qa,
     "sqlite": _sqlite_insert("cache_qa_entries", "qa_id"),
@@ -73,6 +82,8 @@ CORRUPT_QA_ROW: dict[str, Hook] = {
     "fakeredis": _redis_qa,
     "redis": _redis_qa,
     "fs": _fs_row("qa"),
+    "tapes": _inner(_fs_row("qa")),
+    "tapes-memory": _inner(_memory_qa),
 }
 CORRUPT_CONTEXT_ROW: dict[str, Hook] = {
     "memory": _memory_context,
@@ -81,6 +92,18 @@ CORRUPT_CONTEXT_ROW: dict[str, Hook] = {
     "fakeredis": _redis_context,
     "redis": _redis_context,
     "fs": _fs_row("context"),
+    "tapes": _inner(_fs_row("context")),
+    "tapes-memory": _inner(_memory_context),
+}
+
+#: backends that wrap another one (``backend.inner``)
+WRAPPERS = frozenset({"tapes", "tapes-memory"})
+#: suite tests a wrapper cannot pass by design, with the reason
+WRAPPER_SKIPS: dict[str, str] = {
+    "test_first_write_sweeps_then_throttled": (
+        "it counts calls of the wrapper's sweep attribute, but the write-time sweep is the inner backend's own "
+        "(its writes call its sweep); the inner backend passes this test under its own name"
+    ),
 }
 
 
@@ -94,6 +117,12 @@ class TestCacheBackends(CacheBackendSuite):
     @pytest.fixture(params=BACKENDS)
     def backend_name(self, request) -> str:
         return request.param
+
+    @pytest.fixture(autouse=True)
+    def _skip_what_a_wrapper_hides(self, request, backend_name) -> None:
+        reason = WRAPPER_SKIPS.get(request.node.originalname)
+        if reason is not None and backend_name in WRAPPERS:
+            pytest.skip(reason)
 
     @pytest.fixture
     async def backend(self, backend_name, tmp_path, ttl, clock, purge_interval_seconds):

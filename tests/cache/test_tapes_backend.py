@@ -1,7 +1,8 @@
 """The ``tapes`` backend against a real HTTP ingest server on 127.0.0.1.
 
 The server records every request; a gate lets a test hold responses to observe
-what the backend does while a mirror POST is in flight.
+what the backend does while a mirror POST is in flight. The cache contract itself
+is the conformance suite's (``tapes`` and ``tapes-memory`` in tests/cache/test_conformance.py).
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from memlab.cache._base import CacheBackend
+from memlab.cache._disk import DiskCache
+from memlab.cache._memory import MemoryCache
 from memlab.cache._tapes import TapesCache
-from memlab.exceptions import SessionQAEntryValidationError
+from memlab.exceptions import CacheConnectionError, SessionQAEntryValidationError
 from memlab.testing import FakeClock
+from memlab.ttl import SlidingTTL
 
 
 class IngestServer(ThreadingHTTPServer):
@@ -86,6 +91,70 @@ async def turn(backend, **fields):
 
 def mirror_warnings(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "memlab.cache" and "tapes" in r.getMessage()]
+
+
+# -- a wrapper around any backend ------------------------------------------------------------
+
+
+def test_tapes_cache_is_a_cache_backend_with_the_whole_interface(tmp_path):
+    backend = tapes(tmp_path, "http://127.0.0.1:9")
+    assert isinstance(backend, CacheBackend)
+    public = {name for name in dir(CacheBackend) if not name.startswith("_")} | {"__aenter__", "__aexit__"}
+    public |= {"ttl", "clock", "purge_interval_seconds"}  # instance attributes of a CacheBackend
+    assert {name for name in public if not hasattr(backend, name)} == set()
+    assert (backend.name, backend.default_ttl_policy) == ("tapes", DiskCache.default_ttl_policy)
+
+
+def test_a_directory_means_a_disk_cache_there_with_the_same_options(tmp_path):
+    clock, ttl = FakeClock(), SlidingTTL(60)
+    backend = TapesCache(tmp_path / "db", ingest_url="http://127.0.0.1:9", ttl=ttl, clock=clock, purge_interval_seconds=7)
+    assert isinstance(backend.inner, DiskCache) and backend.path == backend.inner.path == tmp_path / "db"
+    assert (backend.ttl, backend.clock, backend.purge_interval_seconds) == (ttl, clock, 7)
+    assert (backend.inner.ttl, backend.inner.clock, backend.inner.purge_interval_seconds) == (ttl, clock, 7)
+    with pytest.raises(TypeError, match="inner backend"):
+        TapesCache(MemoryCache(), ingest_url="http://127.0.0.1:9", clock=clock)
+
+
+@pytest.mark.parametrize("inner", ["fs", "memory"])
+async def test_the_mirror_wraps_any_backend(tmp_path, server, inner):
+    clock = FakeClock()
+    store = DiskCache(tmp_path / "db", clock=clock) if inner == "fs" else MemoryCache(clock=clock)
+    async with TapesCache(store, ingest_url=server.url) as backend:
+        assert backend.inner is store and backend.clock is clock and backend.ttl is store.ttl
+        assert repr(store) in repr(backend)
+        assert backend.path == getattr(store, "path", None)
+        entry = await turn(backend, qa_id="t1")
+        await backend.flush()
+        assert await store.get_all_qa_entries("u1", "s1") == [entry]  # stored in the inner backend, once
+        assert (await backend.read_qa_log("u1", "s1")).entries == [entry]
+    [sent] = server.requests
+    assert sent["body"]["request"]["metadata"] == {"session_id": "s1", "qa_id": "t1"}
+
+
+async def test_close_flushes_then_closes_the_inner_backend_and_it_reopens(tmp_path, server):
+    backend = tapes(tmp_path, server.url)
+    async with backend:
+        await turn(backend, question="q0")
+    assert len(server.requests) == 1
+    with pytest.raises(CacheConnectionError):
+        await backend.inner.get_all_qa_entries("u1", "s1")  # the inner backend was closed too
+    with pytest.raises(CacheConnectionError):
+        await turn(backend, question="refused")  # the closed inner backend rejects it: nothing to mirror
+    async with backend:
+        await turn(backend, question="q1")
+        assert [e.question for e in await backend.get_all_qa_entries("u1", "s1")] == ["q0", "q1"]
+    assert [r["body"]["request"]["messages"][-1]["content"] for r in server.requests] == ["q0", "q1"]
+
+
+async def test_a_turn_stored_while_the_mirror_is_not_open_is_skipped_with_a_warning(server, caplog):
+    store = MemoryCache(clock=FakeClock())
+    backend = TapesCache(store, ingest_url=server.url)
+    await store.open()  # the inner backend opened by its owner, the mirror never
+    with caplog.at_level(logging.WARNING, logger="memlab.cache"):
+        entry = await turn(backend)
+    assert await store.get_all_qa_entries("u1", "s1") == [entry]
+    assert server.requests == []
+    assert any("skipped" in message for message in mirror_warnings(caplog))
 
 
 # -- payload shapes --------------------------------------------------------------------------
@@ -161,7 +230,9 @@ async def test_only_new_turns_are_mirrored(tmp_path, server):
     async with tapes(tmp_path, server.url) as backend:
         entry = await turn(backend, qa_id="t1")
         with pytest.raises(SessionQAEntryValidationError):
-            await turn(backend, qa_id="t1")  # a rejected write is not mirrored either
+            await turn(backend, qa_id="t1")  # a write the inner backend rejects is not mirrored
+        with pytest.raises(SessionQAEntryValidationError):
+            await turn(backend, feedback_score=9)
         await backend.update_qa_entry("u1", "s1", "t1", answer="edited", feedback_score=4)
         await backend.delete_feedback("u1", "s1", "t1")
         await backend.create_session_context_entry("u1", "s1", {"id": "g1", "text": "rule"})
@@ -209,3 +280,23 @@ async def test_pending_mirrors_are_bounded_and_the_next_turn_waits_for_a_slot(tm
         server.gate.set()
         await third
     assert len(server.requests) == 3
+
+
+async def test_a_turn_still_waiting_for_a_slot_when_close_starts_is_skipped_with_a_warning(tmp_path, server, caplog):
+    server.gate.clear()
+    backend = tapes(tmp_path, server.url)
+    backend.max_in_flight = 1
+    await backend.open()
+    with caplog.at_level(logging.WARNING, logger="memlab.cache"):
+        await turn(backend, question="q0")
+        waiting = asyncio.create_task(turn(backend, question="q1"))
+        await asyncio.sleep(0.1)
+        closing = asyncio.create_task(backend.close())
+        await asyncio.sleep(0.1)
+        server.gate.set()
+        await asyncio.gather(waiting, closing)
+    assert [r["body"]["request"]["messages"][-1]["content"] for r in server.requests] == ["q0"]
+    skipped = f"tapes mirror of turn {waiting.result().qa_id} skipped: the tapes cache is not open"
+    assert [message for message in mirror_warnings(caplog) if "skipped" in message] == [skipped]
+    async with backend:
+        assert [e.question for e in await backend.get_all_qa_entries("u1", "s1")] == ["q0", "q1"]
