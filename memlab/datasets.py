@@ -27,7 +27,7 @@ from memlab.users import Users
 from memlab.validation import check_name, check_text
 
 if TYPE_CHECKING:
-    from memlab.graph._memory import PermanentMemory
+    from memlab.graph import PermanentMemory
 
 MAIN_DATASET = "main_dataset"
 PERMISSIONS = ("read", "write")

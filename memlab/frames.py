@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import pydantic
@@ -10,7 +10,9 @@ import pydantic
 if TYPE_CHECKING:
     import pandas
 
-    from memlab.stack import MemoryStack
+    from memlab.datasets import Datasets
+    from memlab.graph import PermanentMemory
+    from memlab.session import SessionAPI, SessionManager
 
 
 def to_frame(rows: Iterable[pydantic.BaseModel | dict[str, Any]], columns: list[str] | None = None) -> "pandas.DataFrame":
@@ -25,16 +27,31 @@ def to_frame(rows: Iterable[pydantic.BaseModel | dict[str, Any]], columns: list[
 
 
 class Frames:
-    """``stack.frames``: coroutines returning DataFrames of what the stack stores."""
+    """``stack.frames``: coroutines returning DataFrames of what the stack stores.
 
-    def __init__(self, stack: "MemoryStack") -> None:
-        self._stack = stack
+    Built from the stack's session API and manager, datasets, an accessor for its
+    permanent memory and its ``recall`` coroutine.
+    """
+
+    def __init__(
+        self,
+        session: "SessionAPI",
+        manager: "SessionManager",
+        datasets: "Datasets",
+        memory: Callable[[], "PermanentMemory"],
+        recall: Callable[..., Awaitable[list[Any]]],
+    ) -> None:
+        self._session = session
+        self._manager = manager
+        self._datasets = datasets
+        self._memory = memory
+        self._recall = recall
 
     async def entries(self, session_id: str | None = None, *, last_n: int | None = None, user: Any = None) -> "pandas.DataFrame":
         """One row per session turn, oldest first (``time`` as UTC timestamps, ``feedback_score`` as nullable Int64)."""
         from memlab.models import SessionQAEntry
 
-        rows = await self._stack.session.get_session(session_id=session_id, last_n=last_n, user=user)
+        rows = await self._session.get_session(session_id=session_id, last_n=last_n, user=user)
         frame = to_frame(rows, columns=list(SessionQAEntry.model_fields))
         if not frame.empty:
             import pandas as pd
@@ -45,9 +62,8 @@ class Frames:
 
     async def context(self, session_id: str | None = None, *, user: Any = None) -> "pandas.DataFrame":
         """One row per session-context row (guidance, feedback, watermarks), first-insert order."""
-        stack = self._stack
-        user_id, session = await stack.session._scope(session_id, user)
-        rows = await stack.session_manager.get_context_entries(user_id, session_id=session)
+        user_id, session = await self._session.resolve(session_id, user)
+        rows = await self._manager.get_context_entries(user_id, session_id=session)
         return to_frame(rows, columns=["id", "kind"])
 
     async def turns(self, session_id: str | None = None, *, user: Any = None) -> "pandas.DataFrame":
@@ -57,10 +73,10 @@ class Frames:
         ran), ``requested_mode``, ``fallback_reason``, ``answered``, ``latency_ms``,
         ``answer_calls``, ``analysis_calls``, ``llm_calls``, ``tokens_in``, ``tokens_out``,
         ``effective_query``, ``rewrite``, ``analysis_error``, ``guidance_ids`` (see
-        :mod:`memlab._turn`).
+        :mod:`memlab.flows.turn`).
         """
         rows = []
-        for entry in await self._stack.session.get_session(session_id=session_id, user=user):
+        for entry in await self._session.get_session(session_id=session_id, user=user):
             meta = entry.memify_metadata or {}
             if "turn_mode" not in meta:
                 continue
@@ -91,12 +107,11 @@ class Frames:
         nearer), ``text``, ``data_ids`` (the documents supporting the element).
         The user needs read permission on ``dataset``.
         """
-        stack = self._stack
-        target = await stack.datasets.resolve(dataset, user, "read")
-        graph = await stack.memory.graph(target.id)
+        target = await self._datasets.resolve(dataset, user, "read")
+        graph = await self._memory().graph(target.id)
         rows = []
         for collection in collections:
-            hits = await stack.memory.search(target.id, collection, query_text, top_k)
+            hits = await self._memory().search(target.id, collection, query_text, top_k)
             for rank, (element_id, distance) in enumerate(hits, start=1):
                 element = graph.node(element_id) or graph.edge(element_id) or {}
                 rows.append(
@@ -113,9 +128,8 @@ class Frames:
 
     async def graph_nodes(self, *, dataset: Any = "main_dataset", type: str | None = None, user: Any = None) -> "pandas.DataFrame":
         """One row per graph node of the dataset (``type``: document, chunk, summary, entity), with its supporters."""
-        stack = self._stack
-        target = await stack.datasets.resolve(dataset, user, "read")
-        graph = await stack.memory.graph(target.id)
+        target = await self._datasets.resolve(dataset, user, "read")
+        graph = await self._memory().graph(target.id)
         rows = [
             {"id": node["id"], "type": node["type"], "name": node["name"], "data_ids": sorted(graph.supporters(node["id"]))}
             for node in graph.nodes(type=type)
@@ -128,7 +142,7 @@ class Frames:
         Columns start with ``source``, ``kind``, ``search_type``, ``text``, ``score``;
         then every other field of the results (empty where a source lacks it).
         """
-        results = await self._stack.recall(query_text, query_type, **kwargs)
+        results = await self._recall(query_text, query_type, **kwargs)
         frame = to_frame(results, columns=list(_RECALL_COLUMNS))
         if "text" not in frame.columns and "answer" in frame.columns:  # session rows carry their text as answer
             frame["text"] = frame["answer"]

@@ -25,6 +25,11 @@ from memlab.exceptions import StackStateError, ValidationError
 from memlab.migrations import exclusive
 from memlab.models import DataRecord, Dataset, PipelineRun, User
 
+#: ``pipeline_runs.pipeline_name`` of a remember() run's staging step (records documents, builds nothing)
+ADD_PIPELINE = "add_pipeline"
+#: ``pipeline_runs.pipeline_name`` of the step that builds a dataset's graph
+COGNIFY_PIPELINE = "cognify_pipeline"
+
 metadata = MetaData()
 
 users = Table(

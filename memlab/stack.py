@@ -1,8 +1,13 @@
-"""MemoryStack: owns one instance of every strategy and runs the flows."""
+"""MemoryStack: the composition root.
+
+It builds every strategy (from :mod:`memlab.config`) and service (stores, users,
+datasets, session manager, retriever registry) and wires them into the flows of
+:mod:`memlab.flows`; it owns open/close, and each public method checks the
+lifecycle and delegates to its flow in one call.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import tempfile
@@ -20,41 +25,25 @@ from memlab.config import (
     build_merge_policy,
 )
 from memlab.datasets import MAIN_DATASET, Datasets
-from memlab.exceptions import ConfigError, MemlabError, StackStateError, ValidationError
+from memlab.exceptions import ConfigError, MemlabError, StackStateError
+from memlab.flows.forget import ForgetFlow
+from memlab.flows.remember import RememberFlows
 from memlab.lifecycle import Lifecycle, StackState
-from memlab.models import Dataset, ForgetResult, ImproveResult, RecallResponse, RememberResult
+from memlab.models import ForgetResult, ImproveResult, RecallResponse, RememberResult
 from memlab.provenance import ForgetEvent
 from memlab.relational import RelationalStore
-from memlab.session._api import SessionAPI
-from memlab.session._manager import SessionManager
+from memlab.retrievers import Retrievers
+from memlab.session import SessionAPI, SessionManager
 from memlab.users import Users
-from memlab.validation import check_text
 
 if TYPE_CHECKING:
-    from memlab._recall import RecallFlows
-    from memlab.graph._documents import Document
-    from memlab.graph._memory import PermanentMemory
+    from memlab.flows.recall import RecallFlows
+    from memlab.graph import PermanentMemory
 
 logger = logging.getLogger("memlab.stack")
 
 #: how long :meth:`MemoryStack.close` waits for background self-improvement by default
 CLOSE_TIMEOUT_SECONDS = 60.0
-
-
-def _text_of(data: Any) -> str:
-    if isinstance(data, str):
-        return check_text("data", data)
-    if isinstance(data, Sequence) and not isinstance(data, (bytes, bytearray)) and all(isinstance(item, str) for item in data):
-        return check_text("data", "\n\n".join(data))
-    raise ValidationError(f"remember() with session_id takes a str or a list of str, got {type(data).__name__}")
-
-
-def _turn_text(question: str, answer: str) -> str:
-    return f"Question: {question}\nAnswer: {answer}" if question.strip() else answer
-
-
-def _session_tags(sessions: Sequence[str]) -> list[str]:
-    return [f"session:{session}" for session in sessions]
 
 
 def _check_data_root(root: Path) -> None:
@@ -83,14 +72,17 @@ class MemoryStack:
         )
         self._relational = RelationalStore(Path(config.data_root) / "memlab.db", self.clock)
         self.users = Users(self._relational)
-        self.datasets = Datasets(self._relational, self.users, lambda: self.memory)
-        self.session = SessionAPI(self)
+        self.datasets = Datasets(self._relational, self.users, self._memory)
+        self.session = SessionAPI(self.users, self.datasets, self.session_manager, self.lifecycle)
         self.llm = build_llm_client(config)
         self.analysis = build_analysis_mode(config)
         self.merge = build_merge_policy(config)
         self.embedder = build_embedder(config)
-        self._improving: dict[tuple, asyncio.Task] = {}
-        self._improve_again: set[tuple] = set()
+        self.retrievers = Retrievers()
+        self._remembering = RememberFlows(
+            users=self.users, datasets=self.datasets, sessions=self.session_manager, store=self._relational, memory=self._memory
+        )
+        self._forgetting = ForgetFlow(users=self.users, datasets=self.datasets, store=self._relational, memory=self._memory)
 
     @property
     def state(self) -> StackState:
@@ -100,7 +92,7 @@ class MemoryStack:
     @functools.cached_property
     def memory(self) -> "PermanentMemory":
         """The graph + vector memory of every dataset, built on first use."""
-        from memlab.graph._memory import PermanentMemory
+        from memlab.graph import PermanentMemory
 
         graph = self.config.graph
         return PermanentMemory(
@@ -114,11 +106,28 @@ class MemoryStack:
             on_forget=self._after_forget,
         )
 
+    def _memory(self) -> "PermanentMemory":
+        return self.memory
+
     @functools.cached_property
     def _flows(self) -> "RecallFlows":
-        from memlab._recall import RecallFlows
+        """recall() and search(), built on first use (they import the retrieval stack)."""
+        from memlab.flows.recall import RecallFlows
+        from memlab.flows.turn import TurnRunner
+        from memlab.flows.warmup import WarmupProbe
 
-        return RecallFlows(self)
+        recall = self.config.recall
+        return RecallFlows(
+            users=self.users,
+            datasets=self.datasets,
+            sessions=self.session_manager,
+            memory=self._memory,
+            llm=self.llm,
+            retrievers=self.retrievers,
+            turns=TurnRunner(self.session_manager, self.analysis, self.merge, self.llm, self.clock),
+            warmup=WarmupProbe(self._relational, self.clock, threshold=recall.warmup_threshold, cache_ttl=recall.warmup_cache_ttl_seconds),
+            config=recall,
+        )
 
     @classmethod
     def from_config(cls, config: StackConfig | None = None, *, clock: Clock | None = None) -> "MemoryStack":
@@ -165,35 +174,20 @@ class MemoryStack:
         """
         if self.state is StackState.CLOSED:
             return
-        if self._improving:
-            await self._finish_improvements(timeout)
+        await self._remembering.finish(timeout)
         self.lifecycle.state = StackState.CLOSED
         if self.cache is not None:
             await self.cache.close()
         await self._relational.close()
 
-    async def _finish_improvements(self, timeout: float | None) -> None:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        deadline = None if timeout is None else started + timeout
-        logger.info("close(): waiting for self-improvement of %d session(s) (at most %s s)", len(self._improving), timeout)
-        while self._improving:  # a run may schedule another round of its session: wait for those too
-            remaining = None if deadline is None else max(0.0, deadline - loop.time())
-            _, pending = await asyncio.wait(list(self._improving.values()), timeout=remaining)
-            if pending:
-                unfinished = dict(self._improving)
-                for task in unfinished.values():
-                    task.cancel()
-                await asyncio.gather(*unfinished.values(), return_exceptions=True)
-                for dataset, session, user_id in unfinished:
-                    logger.warning(
-                        "close(): self-improvement of session %r into dataset %r (user %s) did not finish within %s s and "
-                        "was cancelled; its turns are still in the session cache: run improve(dataset=..., session_ids=[%r]) "
-                        "to bridge them",
-                        session, dataset, user_id, timeout, session,
-                    )
-                return
-        logger.info("close(): self-improvement finished in %.2f s", loop.time() - started)
+    @property
+    def pending_background(self) -> int:
+        """Background self-improvement runs (from ``remember(..., session_id=...)``) not finished yet."""
+        return self._remembering.pending
+
+    async def wait_for_background(self, timeout: float | None = None) -> int:
+        """Wait for background self-improvement, at most ``timeout`` seconds (None: until done); how many still run."""
+        return await self._remembering.wait(timeout)
 
     async def __aenter__(self) -> "MemoryStack":
         return await self.open()
@@ -241,25 +235,9 @@ class MemoryStack:
         (seconds). :meth:`close` waits for it, at most ``timeout`` seconds.
         """
         self._require_open()
-        if session_id is None:
-            from memlab.graph._documents import load_documents
-
-            if isinstance(tags, str) or not all(isinstance(tag, str) and tag.strip() for tag in tags):
-                raise ValidationError(f"tags must be a list of non-blank strings, got {tags!r}")
-            documents = await asyncio.to_thread(load_documents, data)
-            target = await self.datasets.resolve(dataset, user, "write", create=True)
-            return await self.memory.remember(target, documents, tags=[tag.strip() for tag in tags], progress=progress)
-        text = _text_of(data)
-        session = self.session_manager.resolve_session_id(session_id)
-        resolved = await self.users.resolve(user)
-        if not text.strip():
-            return RememberResult(status="skipped_blank", session_id=session)
-        qa_id = await self.session_manager.add_qa(resolved.id, question="", answer=text, session_id=session)
-        if qa_id is None:
-            return RememberResult(status="cache_unavailable", session_id=session)
-        if self_improvement:
-            self._schedule_improvement(dataset, session, resolved)
-        return RememberResult(status="session_stored", session_id=session, data_ids=[qa_id])
+        return await self._remembering.remember(
+            data, dataset=dataset, session_id=session_id, user=user, self_improvement=self_improvement, tags=tags, progress=progress
+        )
 
     async def improve(self, *, dataset: Any = MAIN_DATASET, session_ids: Sequence[str], user: Any = None) -> ImproveResult:
         """Bridge cached session turns into ``dataset``'s graph.
@@ -270,69 +248,7 @@ class MemoryStack:
         ``nothing_to_improve`` when the sessions hold no answered turn.
         """
         self._require_open()
-        if isinstance(session_ids, str) or not isinstance(session_ids, Sequence) or not session_ids:
-            raise ValidationError(f"session_ids must be a non-empty list of session ids, got {session_ids!r}")
-        target, sessions, turns, documents = await self._session_documents(dataset, session_ids, user)
-        if not turns:
-            return ImproveResult(status="nothing_to_improve", dataset_id=target.id, session_ids=sessions)
-        result = await self.memory.remember(target, documents, tags=_session_tags(sessions))
-        return ImproveResult(
-            status="completed",
-            dataset_id=target.id,
-            session_ids=sessions,
-            turns=turns,
-            data_ids=result.data_ids,
-            new_data_ids=result.new_data_ids,
-        )
-
-    async def _session_documents(self, dataset: Any, session_ids: Sequence[str], user: Any) -> tuple[Dataset, list[str], int, list[Document]]:
-        """The dataset to write (created when missing), the resolved session ids, the answered-turn count, those turns as documents."""
-        from memlab.graph._documents import load_documents
-
-        resolved = await self.users.resolve(user)
-        target = await self.datasets.resolve(dataset, resolved, "write", create=True)
-        sessions = [self.session_manager.resolve_session_id(session_id) for session_id in session_ids]
-        texts: list[str] = []
-        for session in sessions:
-            entries = await self.session_manager.get_session(resolved.id, session_id=session)
-            texts.extend(_turn_text(entry.question, entry.answer) for entry in entries if entry.answer.strip())
-        documents = await asyncio.to_thread(load_documents, texts) if texts else []
-        return target, sessions, len(texts), documents
-
-    async def _improve_in_background(self, dataset: Any, session: str, user: Any) -> None:
-        """:meth:`improve` of one session, except that a dataset already holding every turn is left untouched (no pipeline runs)."""
-        started = asyncio.get_running_loop().time()
-        target, sessions, turns, documents = await self._session_documents(dataset, [session], user)
-        hashes = {document.content_hash for document in documents}
-        new = len(hashes) - len(await self._relational.known_hashes(target.id, hashes))
-        if new:
-            await self.memory.remember(target, documents, tags=_session_tags(sessions))
-        logger.info(
-            "self-improvement of session %r into dataset %s: %d turn(s), %d new document(s) chunked, extracted and embedded in %.2f s",
-            session, target.id, turns, new, asyncio.get_running_loop().time() - started,
-        )
-
-    def _schedule_improvement(self, dataset: Any, session: str, user: Any) -> None:
-        """Improve one session in the background (:meth:`_improve_in_background`); coalesces repeated requests."""
-        key = (str(dataset), session, str(user.id))
-        if key in self._improving:
-            self._improve_again.add(key)
-            return
-
-        async def run() -> None:
-            try:
-                while True:
-                    self._improve_again.discard(key)
-                    try:
-                        await self._improve_in_background(dataset, session, user)
-                    except Exception as exc:  # background work: log, never raise into the caller
-                        logger.warning("self-improvement of session %r into %r failed: %s: %s", session, dataset, type(exc).__name__, exc)
-                    if key not in self._improve_again:
-                        return
-            finally:
-                self._improving.pop(key, None)
-
-        self._improving[key] = asyncio.get_running_loop().create_task(run())
+        return await self._remembering.improve(dataset=dataset, session_ids=session_ids, user=user)
 
     async def forget(
         self,
@@ -356,23 +272,7 @@ class MemoryStack:
         deletion through one call site (:meth:`_after_forget`).
         """
         self._require_open()
-        resolved = await self.users.resolve(user)
-        if everything:
-            if dataset is not None or data_id is not None or memory_only:
-                raise ValidationError("forget(everything=True) takes no dataset, data_id or memory_only")
-            total = ForgetResult()
-            for owned in await self._relational.datasets_of_owner(resolved.id):
-                part = await self.memory.forget_dataset(owned, keep_dataset=False, keep_data=False)
-                total = ForgetResult(**{name: sorted(getattr(total, name) + getattr(part, name)) for name in ForgetResult.model_fields})
-            return total
-        if data_id is not None:
-            if memory_only:
-                raise ValidationError("forget(data_id=...) removes one document; memory_only applies to a whole dataset")
-            return await self.datasets.delete_data(MAIN_DATASET if dataset is None else dataset, data_id, resolved)
-        if dataset is None:
-            raise ValidationError("forget() needs dataset=..., data_id=... or everything=True")
-        target = await self.datasets.resolve(dataset, resolved, "write")
-        return await self.memory.forget_dataset(target, keep_dataset=memory_only, keep_data=memory_only)
+        return await self._forgetting.forget(dataset=dataset, data_id=data_id, memory_only=memory_only, everything=everything, user=user)
 
     async def _after_forget(self, event: ForgetEvent) -> None:
         """The single call site for session-cache invalidation after a deletion (see :mod:`memlab.provenance`)."""
@@ -396,7 +296,7 @@ class MemoryStack:
         only_context: bool = False,
         response_model: Any = None,
     ) -> list[RecallResponse]:
-        """Search memory: the session, the graph, or both (SPEC §9; see :mod:`memlab._recall`).
+        """Search memory: the session, the graph, or both (SPEC §9; see :mod:`memlab.flows.recall`).
 
         ``scope`` None/"auto": with ``session_id`` (and no datasets or query type) the
         session is searched first and the graph only when it finds nothing; without
@@ -460,5 +360,5 @@ class MemoryStack:
         """pandas exports of this stack (pandas is imported on first use)."""
         from memlab.frames import Frames
 
-        return Frames(self)
+        return Frames(self.session, self.session_manager, self.datasets, self._memory, self.recall)
 

@@ -207,11 +207,11 @@ async def test_remember_in_session_self_improves_in_background(tmp_path):
         stored = await stack.remember("Ada Lovelace wrote the first program.", session_id="chat")
         assert stored.status == "session_stored"
         assert await stack.datasets.get("main_dataset") is None or not await stack.datasets.list_data("main_dataset")
-        await asyncio.gather(*stack._improving.values())
+        assert await stack.wait_for_background() == 0
         [record] = await stack.datasets.list_data("main_dataset")
         assert record.tags == ["session:chat"]
         await stack.remember("No improvement here.", session_id="quiet", self_improvement=False)
-        assert not stack._improving
+        assert stack.pending_background == 0
     async with MemoryStack.from_config(fast_config(tmp_path)) as reopened:
         assert len(await reopened.datasets.list_data("main_dataset")) == 1
 
@@ -219,11 +219,11 @@ async def test_remember_in_session_self_improves_in_background(tmp_path):
 async def test_background_improvement_of_known_turns_writes_no_runs(tmp_path):
     async with MemoryStack.from_config(fast_config(tmp_path)) as stack:
         await stack.remember("Ada Lovelace wrote the first program.", session_id="chat")
-        await asyncio.gather(*stack._improving.values())
+        assert await stack.wait_for_background() == 0
         dataset = await stack.datasets.get("main_dataset")
         runs = await stack._relational.runs(dataset.id)
         await stack.remember("Ada Lovelace wrote the first program.", session_id="chat")
-        await asyncio.gather(*stack._improving.values())
+        assert await stack.wait_for_background() == 0
         assert await stack._relational.runs(dataset.id) == runs
         assert (await stack.improve(session_ids=["chat"])).new_data_ids == []
         assert len(await stack._relational.runs(dataset.id)) == len(runs) + 2

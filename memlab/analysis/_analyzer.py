@@ -20,6 +20,8 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from memlab.text import STOP_WORDS, content_words
+
 __all__ = [
     "ANALYSIS_INSTRUCTIONS",
     "MAX_ANALYSIS_ITEMS",
@@ -225,8 +227,6 @@ def _words(text: str) -> list[str]:
 
 
 def _terse_follow_up(sentence: str) -> bool:
-    from memlab.llm._offline import content_words
-
     lowered = sentence.lower().strip()
     return len(content_words(lowered)) <= 4 and (bool(_FOLLOW_UP_LEAD.match(lowered)) or bool(_ANAPHORA & set(_words(lowered))))
 
@@ -244,8 +244,6 @@ def offline_turn_analysis(request: Any) -> dict[str, Any]:
       "and" / "what about" / ... or with a pronoun like "she" / "it") gets the previous question's
       topic (its content words) appended: ``"And where did she work? (about: discovered Polonium)"``.
     """
-    from memlab.llm._offline import _STOP_WORDS
-
     turn = _turn_block(request)
     message = str(turn.get("new_message") or "")
     previous_question = turn.get("previous_question")
@@ -277,7 +275,7 @@ def offline_turn_analysis(request: Any) -> dict[str, Any]:
             asked.append(sentence)
     query = " ".join(asked) or None
     if query and has_previous and _terse_follow_up(query):
-        topic = [word for word in re.findall(r"[A-Za-z0-9]+", str(previous_question)) if word.lower() not in _STOP_WORDS]
+        topic = [word for word in re.findall(r"[A-Za-z0-9]+", str(previous_question)) if word.lower() not in STOP_WORDS]
         if topic:
             query = f"{query} (about: {' '.join(dict.fromkeys(topic))})"
     rated = has_previous and (low or high)

@@ -17,13 +17,20 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from memlab.bench._stores import Subject
 from memlab.exceptions import SubjectFailed
 
-if TYPE_CHECKING:
-    from memlab.bench.cache import CacheBenchSpec
+
+class CacheBenchSpec(Protocol):
+    """What the measuring code reads of ``memlab.bench.cache.CacheBenchSpec``."""
+
+    n: int
+    sessions: int
+    per_session: int
+    top_k: int
+    seed: int
 
 __all__ = [
     "BLOCK",

@@ -111,7 +111,7 @@ def vector_rows(n: int, dim: int, *, top_k: int, queries: int, seed: int) -> lis
     """memlab's ``VectorIndex`` and the raw faiss flat ceiling over the same ``n`` chunk vectors."""
     import faiss
 
-    from memlab.graph._vectors import VectorIndex
+    from memlab.graph import VectorIndex
 
     vectors, probes = chunk_vectors(n, dim, queries=queries, seed=seed)
     ids = [f"c{i}" for i in range(n)]

@@ -12,7 +12,7 @@ Reported per mode: median and p95 wall-clock of the answered turns (a
 ``sequential`` turn gated by its analysis is counted apart), the LLM calls
 (answer / analysis), tokens in / out per turn, answered and gated turns, and
 turns that fell back to another mode. The ``baseline`` row is the raw ceiling:
-the plain retriever call ``get_retriever(search_type).get_completion(message,
+the plain retriever call ``stack.retrievers.get(search_type).get_completion(message,
 RetrievalScope(...))`` on the ``off`` stack (same memory, same latency), without
 the session machinery (no lock, no history, nothing stored), timed just before
 each ``off`` turn so both see the same machine load.
@@ -79,11 +79,11 @@ async def bench_stack(root: Path, mode: str, spec: ModesBenchSpec, documents: Se
 
 async def baseline_scope(stack: Any, top_k: int) -> Any:
     """A fresh :class:`~memlab.retrievers.RetrievalScope` over every dataset the default user reads (what ``search()`` uses)."""
-    from memlab.retrievers._base import RetrievalScope
+    from memlab.retrievers import RetrievalScope
 
     user = await stack.users.resolve(None)
     targets = await stack.datasets.list(user, "read")
-    return RetrievalScope(stack.memory, [dataset.id for dataset in targets], top_k, stack.llm)
+    return RetrievalScope(stack.memory, [dataset.id for dataset in targets], top_k, stack.llm, retrievers=stack.retrievers.get)
 
 
 async def converse(
@@ -106,10 +106,7 @@ async def converse(
     ``baseline_tokens_out`` of the bare retriever call made just before the turn.
     With ``warm_up``, one untimed bare retriever call on the first turn comes first (imports, caches).
     """
-    from memlab.retrievers import parse_search_type
-    from memlab.retrievers._registry import get_retriever
-
-    retriever = get_retriever(parse_search_type(search_type))
+    retriever = stack.retrievers.get(search_type)
     if warm_up and turns:
         await retriever.get_completion(getattr(turns[0], "text", turns[0]), await baseline_scope(stack, top_k))
     rows = []

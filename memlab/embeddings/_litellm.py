@@ -84,7 +84,7 @@ class LiteLLMEmbedder(Embedder):
         return self._dim
 
     def _dim_from_model_map(self) -> int:
-        from memlab.llm._litellm import load_litellm
+        from memlab.llm import load_litellm
 
         litellm = load_litellm()
         try:
@@ -114,7 +114,7 @@ class LiteLLMEmbedder(Embedder):
     async def _embed_batch(self, texts: list[str]) -> Any:
         import numpy as np
 
-        from memlab.llm._litellm import load_litellm
+        from memlab.llm import load_litellm
 
         litellm = load_litellm()
         try:

@@ -23,6 +23,9 @@ _LAZY: dict[str, str] = {
     "save_snapshot": "memlab.graph._snapshot",
     "vector_search_latency": "memlab.graph._vector_bench",
     # --- end storage layer ---
+    "Document": "memlab.graph._documents",
+    "sentence_spans": "memlab.graph._chunking",
+    "load_documents": "memlab.graph._documents",
     "PermanentMemory": "memlab.graph._memory",
     "data_id_for": "memlab.graph._memory",
     "draw_neighborhood": "memlab.graph._draw",

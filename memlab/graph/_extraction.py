@@ -55,7 +55,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from memlab.graph._chunking import sentence_spans
 from memlab.llm import OfflineRequest, register_structured_handler
-from memlab.llm._offline import message_text
+from memlab.text import message_text
 
 __all__ = [
     "CHUNK_CLOSE",

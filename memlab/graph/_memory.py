@@ -38,12 +38,10 @@ from memlab.graph._vectors import VectorStore
 from memlab.models import Dataset, ForgetResult, RememberResult
 from memlab.privacy import scrub_error_message
 from memlab.provenance import ForgetEvent
-from memlab.relational import RelationalStore
+from memlab.relational import ADD_PIPELINE, COGNIFY_PIPELINE, RelationalStore
 
 logger = logging.getLogger("memlab.graph")
 
-ADD_PIPELINE = "add_pipeline"
-COGNIFY_PIPELINE = "cognify_pipeline"
 _DATA_NAMESPACE = uuid.UUID("5b1f0c8e-2f7a-4d55-9a43-3c1e7f0d9a61")
 
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from memlab.llm._client import LLMClient, LLMResult
 from memlab.llm._errors import LLMError, StructuredOutputError
+from memlab.llm._litellm import load_litellm
 from memlab.llm._offline import (
-    I_DONT_KNOW,
     OFFLINE_MODEL,
     OfflineRequest,
     context_prompt,
@@ -30,6 +30,7 @@ from memlab.llm._offline import (
 )
 from memlab.llm._pricing import PRICING_PER_M_TOKENS, cost_usd
 from memlab.llm._tokens import estimate_tokens
+from memlab.text import I_DONT_KNOW
 
 __all__ = [
     "I_DONT_KNOW",
@@ -43,6 +44,7 @@ __all__ = [
     "context_prompt",
     "cost_usd",
     "estimate_tokens",
+    "load_litellm",
     "register_structured_handler",
     "unregister_structured_handler",
 ]

@@ -64,6 +64,7 @@ from pydantic import BaseModel
 from memlab.exceptions import ConfigError
 from memlab.llm._litellm import load_litellm
 from memlab.llm._tokens import estimate_tokens
+from memlab.text import I_DONT_KNOW, STOP_WORDS, content_words, message_text
 
 __all__ = [
     "I_DONT_KNOW",
@@ -96,42 +97,15 @@ _SERVED = ("offline",)
 LATENCY_PARAM = "memlab_offline_latency_ms"
 #: environment fallback for the simulated latency (ms)
 LATENCY_ENV = "MEMLAB_OFFLINE_LATENCY_MS"
-I_DONT_KNOW = "I don't know."
 
 _MARKER = re.compile(r"^\s*(context|question)\s*:[ \t]?(.*)$", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _BULLET = re.compile(r"^(?:[-*\u2022]+|\d+[.)])\s+")
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP_WORDS_TEXT = """
-    a about after again all also am an and any are as at be been before being both but by can could
-    did didn do does doesn don done down each few for from had has have he her here hers him his how i
-    if in into is it its just know me more most much my no nor not of off on once only or other our
-    ours out over own please s same shall she should so some such t tell than that the their theirs
-    them then there these they this those through to too under until up very was we were what when
-    where which while who whom whose why will with would you your yours
-"""
-_STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 
 
 # --------------------------------------------------------------------------- prompt parsing
 
 
-def message_text(message: Mapping[str, Any]) -> str:
-    """The text of one chat message (``content`` a string, or a list of ``{"type": "text"}`` parts)."""
-    content = message.get("content")
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "\n".join(parts)
-    return str(content)
 
 
 def prompt_text(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -198,17 +172,6 @@ def split_sentences(context: str) -> list[str]:
     return sentences
 
 
-def _fold(word: str) -> str:
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
-
-
-def content_words(text: str) -> set[str]:
-    """Lowercased alphanumeric words of ``text`` without stop words, a plural ``s`` folded."""
-    return {_fold(word) for word in _WORD.findall(text.lower()) if word not in _STOP_WORDS}
 
 
 def best_sentence(question: str, sentences: Sequence[str]) -> str | None:

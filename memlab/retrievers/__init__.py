@@ -70,4 +70,11 @@ _COMPLETION = [
 ]
 # --- end completion retrievers ---
 
-__all__ = [*_PRIMITIVES, *_RETRIEVAL_ONLY, *_COMPLETION]
+# --- the contract and the registry ---
+from memlab.retrievers._base import Completion, RetrievalScope, Retriever, SearchResultItem, no_usage
+from memlab.retrievers._registry import RETRIEVERS, Retrievers, get_retriever
+
+_CONTRACT = ["Completion", "RETRIEVERS", "RetrievalScope", "Retriever", "Retrievers", "SearchResultItem", "get_retriever", "no_usage"]
+# --- end contract ---
+
+__all__ = [*_PRIMITIVES, *_RETRIEVAL_ONLY, *_COMPLETION, *_CONTRACT]

@@ -93,6 +93,7 @@ class AgenticCompletionRetriever(Retriever):
     """
 
     search_type = SearchType.AGENTIC_COMPLETION
+    skill_gate = False
     completes = True
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
@@ -129,7 +130,7 @@ class FeelingLuckyRetriever(Retriever):
     """``FEELING_LUCKY``: one structured call picks a :class:`SearchTypeChoice`, then that type's retriever runs.
 
     ``retriever_for(search_type)`` gives the retriever of a type (default: the
-    package registry, :func:`memlab.retrievers._registry.get_retriever`). Every
+    scope's ``retrievers``, which the stack fills from its own registry). Every
     returned item records the choice in ``raw["chosen_type"]``. A completion
     runs the chosen retriever's completion, or, for a retrieval-only type, one
     answer call over its context; ``usage`` counts the choice call too. A blank
@@ -156,14 +157,14 @@ class FeelingLuckyRetriever(Retriever):
         if not query.strip():
             return []
         chosen = await self.choose(query, scope)
-        return _tagged(await self._delegate(chosen).get_context(query, scope), chosen)
+        return _tagged(await self._delegate(chosen, scope).get_context(query, scope), chosen)
 
     async def get_completion(self, query: str, scope: RetrievalScope, *, response_model: type[BaseModel] | None = None) -> Completion:
         if not query.strip():
             return await answer(query, [], scope, response_model=response_model)
         usage = no_usage()
         chosen = await self.choose(query, scope, usage)
-        delegate = self._delegate(chosen)
+        delegate = self._delegate(chosen, scope)
         if delegate.completes:
             completion = await delegate.get_completion(query, scope, response_model=response_model)
         else:
@@ -172,12 +173,11 @@ class FeelingLuckyRetriever(Retriever):
         completion.usage = {key: usage[key] + completion.usage[key] for key in usage}
         return completion
 
-    def _delegate(self, search_type: SearchType) -> Retriever:
-        if self._retriever_for is not None:
-            return self._retriever_for(search_type)
-        from memlab.retrievers._registry import get_retriever
-
-        return get_retriever(search_type)
+    def _delegate(self, search_type: SearchType, scope: RetrievalScope) -> Retriever:
+        lookup = self._retriever_for or scope.retrievers
+        if lookup is None:
+            raise ValidationError("FeelingLuckyRetriever needs retriever_for=... or a RetrievalScope with retrievers")
+        return lookup(search_type)
 
 
 def _tagged(items: list[SearchResultItem], chosen: SearchType) -> list[SearchResultItem]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -113,6 +113,8 @@ class RetrievalScope:
     top_k: int
     llm: Any
     history: str = ""
+    #: the retriever of a search type, for retrievers that delegate (FEELING_LUCKY); None: not available
+    retrievers: "Callable[[SearchType], Retriever] | None" = None
     _embedded: dict[str, asyncio.Future] = field(default_factory=dict, repr=False)
 
     async def embed(self, text: str) -> Any:
@@ -124,10 +126,47 @@ class RetrievalScope:
 
 
 class Retriever(abc.ABC):
-    """Base of every retriever. Subclasses set ``search_type`` and, for completion types, ``completes``."""
+    """Base of every retriever. Subclasses set ``search_type`` and, for completion types, ``completes``.
+
+    Capabilities are declared here, on the class:
+
+    * ``completes``: :meth:`get_completion` answers (completion types);
+    * ``concurrent_turns``: a session turn may run in concurrent mode with this
+      retriever (SPEC §6.1). It counts only on the class that sets it
+      (:meth:`runs_concurrently`): a subclass falls back to sequential unless it
+      declares it again, the seed's "exact class" rule;
+    * ``hybrid_retry_when_empty``: a *routed* query of this type that finds nothing
+      is retried as ``HYBRID_COMPLETION`` (lexical and coding-rules types);
+    * ``skill_gate``: recall's skill gate may run beside this type (not for the
+      skills lookup itself, nor for agentic completion, which plans its own);
+    * the lane protocol of a dual-query turn: :meth:`retrieve_lane` per query,
+      :meth:`merge_lanes`, :meth:`answer_from`. The defaults treat a lane as the
+      :meth:`get_context` list; a retriever whose context has another shape
+      (hybrid sections) overrides all three.
+    """
 
     search_type: ClassVar[SearchType]
     completes: ClassVar[bool] = False
+    concurrent_turns: ClassVar[bool] = False
+    hybrid_retry_when_empty: ClassVar[bool] = False
+    skill_gate: ClassVar[bool] = True
+
+    @classmethod
+    def runs_concurrently(cls) -> bool:
+        """True when this exact class declares ``concurrent_turns`` (inheriting it does not count)."""
+        return bool(cls.__dict__.get("concurrent_turns", False))
+
+    async def retrieve_lane(self, query: str, scope: RetrievalScope) -> Any:
+        """The retrieved context of one query lane: :meth:`get_context`."""
+        return await self.get_context(query, scope)
+
+    def merge_lanes(self, raw: Any, rewrite: Any, policy: Any, limit: int) -> Any:
+        """The raw and rewrite lanes (None: failed or absent) merged by ``policy`` under ``limit``."""
+        return policy.merge(raw, rewrite, limit)
+
+    async def answer_from(self, query: str, lane: Any, scope: RetrievalScope, *, response_model: type[BaseModel] | None = None) -> Completion:
+        """One answer call for ``query`` over a (merged) lane."""
+        return await answer(query, lane, scope, response_model=response_model)
 
     @abc.abstractmethod
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:

@@ -31,36 +31,20 @@ __all__ = ["AnswerFromContext", "CompletionRetriever", "structured_call"]
 
 
 class AnswerFromContext(Retriever):
-    """A completion retriever whose answer is one :func:`answer` call over :meth:`get_context`.
-
-    Dual-query turns (:mod:`memlab.analysis`) use the three steps separately:
-    :meth:`retrieve_lane` per query, :meth:`merge_lanes`, then :meth:`answer_from`.
-    """
+    """A completion retriever whose answer is one :func:`answer` call over :meth:`get_context`
+    (the base class's lane protocol, unchanged)."""
 
     completes = True
 
     async def get_completion(self, query: str, scope: RetrievalScope, *, response_model: type[BaseModel] | None = None) -> Completion:
         return await self.answer_from(query, await self.get_context(query, scope), scope, response_model=response_model)
 
-    async def retrieve_lane(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
-        """The retrieved context of one query lane: :meth:`get_context`."""
-        return await self.get_context(query, scope)
-
-    def merge_lanes(self, raw: Any, rewrite: Any, policy: Any, limit: int) -> list[SearchResultItem]:
-        """The raw and rewrite lanes (None: failed or absent) merged by ``policy`` under ``limit``."""
-        return policy.merge(raw, rewrite, limit)
-
-    async def answer_from(
-        self, query: str, items: Sequence[SearchResultItem], scope: RetrievalScope, *, response_model: type[BaseModel] | None = None
-    ) -> Completion:
-        """One answer call for ``query`` over the given context ``items``."""
-        return await answer(query, items, scope, response_model=response_model)
-
 
 class CompletionRetriever(AnswerFromContext):
     """``RAG_COMPLETION``: the ``top_k`` chunks nearest the query, then one answer call."""
 
     search_type = SearchType.RAG_COMPLETION
+    concurrent_turns = True
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
         return await vector_items(query, scope, "chunks")

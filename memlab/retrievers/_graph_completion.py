@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field
 
 from memlab.exceptions import ValidationError
 from memlab.llm import register_structured_handler
+from memlab.text import I_DONT_KNOW, content_words
 from memlab.retrievers._base import (
     Completion,
     RetrievalScope,
@@ -107,6 +108,7 @@ class GraphCompletionRetriever(AnswerFromContext):
     """``GRAPH_COMPLETION``: relationship triplets (vector + entity neighbourhood), then one answer call."""
 
     search_type = SearchType.GRAPH_COMPLETION
+    concurrent_turns = True
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
         return await relationship_triplets(query, scope)
@@ -154,8 +156,6 @@ def offline_follow_up(request: Any) -> dict[str, str]:
     Polonium" to "Who discovered Polonium?"; the question itself when the draft
     adds no word (or is "I don't know."), which then finds nothing new.
     """
-    from memlab.llm._offline import I_DONT_KNOW, content_words
-
     user = next((message for message in reversed(request.messages) if message.get("role") == "user"), {})
     content = user.get("content")
     draft = ""

@@ -89,6 +89,7 @@ class HybridCompletionRetriever(Retriever):
     """``HYBRID_COMPLETION``: chunks + entities + triplets (``top_k`` each) in one sectioned prompt, one answer call."""
 
     search_type = SearchType.HYBRID_COMPLETION
+    concurrent_turns = True
     completes = True
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:

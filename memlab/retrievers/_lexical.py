@@ -119,6 +119,7 @@ class LexicalChunksRetriever(Retriever):
     """``CHUNKS_LEXICAL``: chunks ranked by BM25 of the query's words; a whole quoted query must match as a phrase."""
 
     search_type = SearchType.CHUNKS_LEXICAL
+    hybrid_retry_when_empty = True
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
         if not check_request(query, scope):

@@ -21,7 +21,7 @@ from memlab.retrievers._temporal import TemporalRetriever
 from memlab.retrievers._triplet import TripletCompletionRetriever
 from memlab.retrievers._types import SearchType, parse_search_type
 
-__all__ = ["RETRIEVERS", "get_retriever"]
+__all__ = ["RETRIEVERS", "Retrievers", "get_retriever"]
 
 #: search type -> its retriever class
 RETRIEVERS: dict[SearchType, type[Retriever]] = {
@@ -42,12 +42,24 @@ RETRIEVERS: dict[SearchType, type[Retriever]] = {
     SearchType.SKILLS: SkillsRetriever,
 }
 
-_INSTANCES: dict[SearchType, Retriever] = {}
+
+
+class Retrievers:
+    """One retriever instance per search type, owned by whoever builds it (a stack holds one; nothing is shared)."""
+
+    def __init__(self, classes: dict[SearchType, type[Retriever]] | None = None) -> None:
+        self._classes = dict(RETRIEVERS if classes is None else classes)
+        self._instances: dict[SearchType, Retriever] = {}
+
+    def get(self, search_type: SearchType | str) -> Any:
+        """The retriever of ``search_type`` (``ValidationError`` for an unknown type)."""
+        key = parse_search_type(search_type)
+        found = self._instances.get(key)
+        if found is None:
+            found = self._instances[key] = self._classes[key]()
+        return found
 
 
 def get_retriever(search_type: SearchType | str) -> Any:
-    """A shared instance of the retriever of ``search_type`` (retrievers hold no state between calls)."""
-    key = parse_search_type(search_type)
-    if key not in _INSTANCES:
-        _INSTANCES[key] = RETRIEVERS[key]()
-    return _INSTANCES[key]
+    """A new instance of the retriever of ``search_type``, for use outside a stack."""
+    return Retrievers().get(search_type)

@@ -36,7 +36,7 @@ def _heading(line: str) -> str | None:
 
 def skill_description(text: str) -> str:
     """The description part of a skill chunk's ``"name: description"`` (rules in the module docstring)."""
-    from memlab.graph._chunking import sentence_spans
+    from memlab.graph import sentence_spans
 
     lines = text.split("\n")
     while lines and (not lines[0].strip() or _heading(lines[0]) is not None):
@@ -54,7 +54,7 @@ def skill_description(text: str) -> str:
 
 
 def _skill_name(graph: Any, chunk: dict[str, Any]) -> str:
-    from memlab.graph._graph import stable_id
+    from memlab.graph import stable_id
 
     (data_id,) = chunk["supporters"]  # a chunk belongs to exactly one document
     first = graph.node(stable_id("chunk", data_id, "0"))
@@ -68,6 +68,7 @@ class SkillsRetriever(CollectionRetriever):
     """``SKILLS``: the ``top_k`` skill chunks nearest the query (collection ``tagged_skills``) as ``"name: description"``."""
 
     search_type = SearchType.SKILLS
+    skill_gate = False
     collection = "tagged_skills"
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
@@ -89,4 +90,5 @@ class CodingRulesRetriever(CollectionRetriever):
     """``CODING_RULES``: the ``top_k`` coding-rule chunks nearest the query (collection ``tagged_coding_rules``)."""
 
     search_type = SearchType.CODING_RULES
+    hybrid_retry_when_empty = True
     collection = "tagged_coding_rules"

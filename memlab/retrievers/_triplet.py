@@ -13,6 +13,7 @@ class TripletCompletionRetriever(AnswerFromContext):
     """``TRIPLET_COMPLETION``: the ``top_k`` nearest ``triplets`` (no graph walk), then one answer call."""
 
     search_type = SearchType.TRIPLET_COMPLETION
+    concurrent_turns = True
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
         return await vector_items(query, scope, "triplets")

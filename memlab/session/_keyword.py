@@ -6,7 +6,7 @@ import heapq
 import re
 from collections import Counter
 
-from memlab.cache._base import QALog
+from memlab.cache import QALog
 from memlab.models import SessionQAEntry
 
 _WORD = re.compile(r"\b\w+\b")

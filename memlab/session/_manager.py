@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import pydantic
 
-from memlab.cache._base import CacheBackend
+from memlab.cache import CacheBackend
 from memlab.lifecycle import Lifecycle
 from memlab.exceptions import BackendError, SessionParameterValidationError, SessionQAEntryValidationError
 from memlab.models import SessionContextEntry, SessionFeedbackEntry, SessionQAEntry
@@ -38,7 +38,8 @@ def _check_id(name: str, value: Any) -> str | None:
     return check_id(name, value, error=SessionParameterValidationError, allow_uuid=name == "user_id")
 
 
-def _check_last_n(last_n: Any) -> None:
+def check_last_n(last_n: Any) -> None:
+    """``SessionParameterValidationError`` unless ``last_n`` is None or an int >= 1."""
     if last_n is not None and (isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1):
         raise SessionParameterValidationError(f"last_n must be an int >= 1 or None, got {last_n!r}")
 
@@ -148,7 +149,7 @@ class SessionManager:
         dataset_id: uuid.UUID | None = None,
     ) -> list[SessionQAEntry] | str:
         """The session's turns, oldest first (the last ``last_n`` when given), or their formatted text."""
-        _check_last_n(last_n)
+        check_last_n(last_n)
         user, session = self._ids(user_id, session_id, dataset_id)
         entries = await self._fail_open("get_session", [], lambda cache: cache.get_latest_qa_entries(user, session, last_n))
         if formatted:

@@ -38,8 +38,8 @@ from typing import Any, ClassVar, TypeVar
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, multiple, precondition, rule
 
-from memlab.cache._base import CacheBackend
-from memlab.cache._memory import MemoryCache
+from memlab.cache import CacheBackend
+from memlab.cache import MemoryCache
 from memlab.exceptions import MemlabError
 from memlab.testing._clock import FakeClock
 from memlab.ttl import SlidingTTL

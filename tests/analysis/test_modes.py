@@ -9,13 +9,13 @@ from contextlib import asynccontextmanager
 import pytest
 
 from memlab import MemoryStack, SearchType, StackConfig, ValidationError
-from memlab._turn import StackTurn
+from memlab.flows.turn import SessionTurn, TurnRunner
 from memlab.analysis import ConcurrentMode, OffMode, SequentialMode
 from memlab.config import AnalysisConfig, CacheConfig, LLMConfig
 from memlab.llm import register_structured_handler, unregister_structured_handler
 from memlab.retrievers._base import RetrievalScope
 from memlab.retrievers._completion import CompletionRetriever
-from memlab.retrievers._registry import get_retriever
+from memlab.retrievers import get_retriever
 from memlab.session._guidance import GUIDANCE_HEADER
 from memlab.testing import FakeClock, fast_config
 
@@ -385,8 +385,8 @@ async def test_a_failed_lane_leaves_the_other(tmp_path, failing, lane_error) -> 
     async with _stack(tmp_path) as stack:
         main = await stack.datasets.get("main_dataset")
         scope = RetrievalScope(stack.memory, [main.id], 3, stack.llm)
-        port = StackTurn(
-            stack, "Who discovered Polonium?", _LaneFails(failing), scope,
+        port = SessionTurn(
+            TurnRunner(stack.session_manager, stack.analysis, stack.merge, stack.llm, stack.clock), "Who discovered Polonium?", _LaneFails(failing), scope,
             user_id="u", session_id="s", mode="concurrent", requested_mode="concurrent", fallback_reason=None,
         )
         completion = await port.answer("Who discovered Polonium?", None, rewrite="rw")
@@ -399,8 +399,8 @@ async def test_both_lanes_failing_raise_the_raw_error(tmp_path) -> None:
     async with _stack(tmp_path) as stack:
         main = await stack.datasets.get("main_dataset")
         scope = RetrievalScope(stack.memory, [main.id], 3, stack.llm)
-        port = StackTurn(
-            stack, "q", _LaneFails({"q", "rw"}), scope,
+        port = SessionTurn(
+            TurnRunner(stack.session_manager, stack.analysis, stack.merge, stack.llm, stack.clock), "q", _LaneFails({"q", "rw"}), scope,
             user_id="u", session_id="s", mode="concurrent", requested_mode="concurrent", fallback_reason=None,
         )
         with pytest.raises(RuntimeError, match="lane down: q$"):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
+from memlab.retrievers import Retrievers
 from pydantic import BaseModel
 
 import memlab.retrievers as retrievers
@@ -73,6 +75,7 @@ async def dataset_id(stack):
 
 def _scope(stack, dataset_id, top_k=3, **kwargs) -> tuple[RetrievalScope, RecordingLLM]:
     llm = RecordingLLM(stack.llm)
+    kwargs.setdefault("retrievers", stack.retrievers.get)  # as the stack's flows build it
     return RetrievalScope(stack.memory, [dataset_id], top_k, llm, **kwargs), llm
 
 
@@ -309,13 +312,22 @@ async def test_graph_context_reads_each_graph_once_whatever_the_number_of_entiti
     assert counts[0] == counts[1]
 
 
-def test_registry_gives_one_shared_retriever_per_search_type() -> None:
-    from memlab.retrievers._registry import get_retriever
-
+def test_a_registry_gives_one_retriever_per_search_type_and_two_registries_share_nothing() -> None:
+    registry, other = Retrievers(), Retrievers()
     for search_type in SearchType:
-        retriever = get_retriever(search_type)
+        retriever = registry.get(search_type)
         assert retriever.search_type is search_type
-        assert get_retriever(search_type.value.lower()) is retriever
+        assert registry.get(search_type.value.lower()) is retriever
+        assert other.get(search_type) is not retriever
+
+
+def test_concurrent_eligibility_is_declared_by_the_exact_class() -> None:
+    from memlab.retrievers import GraphCompletionCotRetriever, GraphCompletionRetriever, TemporalRetriever
+
+    eligible = {search_type for search_type in SearchType if Retrievers().get(search_type).runs_concurrently()}
+    assert eligible == {SearchType.RAG_COMPLETION, SearchType.GRAPH_COMPLETION, SearchType.HYBRID_COMPLETION, SearchType.TRIPLET_COMPLETION}
+    assert GraphCompletionRetriever.runs_concurrently() and not GraphCompletionCotRetriever.runs_concurrently()
+    assert not TemporalRetriever.runs_concurrently()  # a completion subclass of AnswerFromContext that did not declare it
 
 
 # --- hybrid and agentic -------------------------------------------------------------------
@@ -410,7 +422,7 @@ async def test_empty_memory_answers_i_dont_know(stack, cls) -> None:
 
 
 async def test_feeling_lucky_default_registry(stack, dataset_id) -> None:
-    scope, _ = _scope(stack, dataset_id)
+    scope, _ = _scope(stack, dataset_id, retrievers=Retrievers().get)
     lucky = FeelingLuckyRetriever()
     hybrid = await lucky.get_completion(QUESTION, scope)
     assert "Marie Curie" in hybrid.text and {item.raw["chosen_type"] for item in hybrid.context} == {"HYBRID_COMPLETION"}

@@ -16,8 +16,8 @@ sources run one after another and their results are concatenated:
 Skills found by the skill gate (SPEC §9.5) are appended last, even when the
 session short-circuit skipped the graph.
 
-search: one retriever; a completion type runs a session turn through the stack's
-analysis mode (:mod:`memlab._turn`): history (+ guidance) in the prompt, the turn
+search: one retriever; a completion type runs a session turn through the
+analysis mode (:mod:`memlab.flows.turn`): history (+ guidance) in the prompt, the turn
 stored with the graph elements the answer used and its record (mode, LLM calls,
 tokens), returned as ``raw["turn"]``. ``query_text`` may be a list of queries (a
 batch): each runs as a sequential turn, in order, and the results are concatenated.
@@ -28,30 +28,39 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from memlab._turn import TurnResult, TurnRunner
-from memlab._warmup import WarmupProbe
-from memlab.datasets import MAIN_DATASET
+from memlab.config import RecallConfig
+from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import SessionParameterValidationError, ValidationError
+from memlab.flows.turn import TurnResult, TurnRunner
+from memlab.flows.warmup import WarmupProbe
 from memlab.models import Dataset, GraphRecallResponse, RecallResponse, SessionRecallResponse, SkillRecallResponse
-from memlab.retrievers import SearchType, normalize_scope, parse_search_type, resolve_sources, route_query, should_search_skills
-from memlab.retrievers._base import Completion, RetrievalScope, SearchResultItem, no_usage
-from memlab.retrievers._registry import get_retriever
+from memlab.retrievers import (
+    Completion,
+    RetrievalScope,
+    Retrievers,
+    SearchResultItem,
+    SearchType,
+    no_usage,
+    normalize_scope,
+    parse_search_type,
+    resolve_sources,
+    route_query,
+    should_search_skills,
+)
+from memlab.session import SessionManager
+from memlab.users import Users
 from memlab.validation import check_id, check_text
 
 if TYPE_CHECKING:
-    from memlab.stack import MemoryStack
+    from memlab.graph import PermanentMemory
 
 logger = logging.getLogger("memlab.recall")
 
-#: routed types retried as HYBRID_COMPLETION when they find nothing
-RETRY_WHEN_EMPTY = frozenset({SearchType.CHUNKS_LEXICAL, SearchType.CODING_RULES})
-#: query types for which the skill gate does not run
-NO_SKILL_GATE = frozenset({SearchType.SKILLS, SearchType.AGENTIC_COMPLETION})
 
 
 def _check_top_k(top_k: Any) -> int:
@@ -116,15 +125,38 @@ def answer_response(completion: Completion, search_type: SearchType) -> GraphRec
 
 
 class RecallFlows:
-    """recall() and search() of one stack."""
+    """recall() and search() over the collaborators they are given.
 
-    def __init__(self, stack: "MemoryStack") -> None:
-        self.stack = stack
-        recall = stack.config.recall
-        self.warmup = WarmupProbe(
-            stack._relational, stack.clock, threshold=recall.warmup_threshold, cache_ttl=recall.warmup_cache_ttl_seconds
-        )
-        self.turns = TurnRunner(stack)
+    ``memory`` returns the permanent memory (built on first use by its owner);
+    ``retrievers`` gives each search type's retriever; ``turns`` runs completion
+    turns; ``warmup`` is the warm-up probe; ``config`` the recall settings.
+    """
+
+    def __init__(
+        self,
+        *,
+        users: Users,
+        datasets: Datasets,
+        sessions: SessionManager,
+        memory: Callable[[], "PermanentMemory"],
+        llm: Any,
+        retrievers: Retrievers,
+        turns: TurnRunner,
+        warmup: WarmupProbe,
+        config: RecallConfig,
+    ) -> None:
+        self.users = users
+        self.datasets = datasets
+        self.sessions = sessions
+        self.memory = memory
+        self.llm = llm
+        self.retrievers = retrievers
+        self.turns = turns
+        self.warmup = warmup
+        self.config = config
+
+    def _scope(self, targets: list[Dataset], top_k: int) -> RetrievalScope:
+        return RetrievalScope(self.memory(), [dataset.id for dataset in targets], top_k, self.llm, retrievers=self.retrievers.get)
 
     # -- recall ------------------------------------------------------------------------
     async def recall(
@@ -154,14 +186,13 @@ class RecallFlows:
             raise ValidationError("response_model needs an answer; it cannot be combined with only_context=True")
         if not query.strip():
             return []
-        stack = self.stack
-        acting = await stack.users.resolve(user)
+        acting = await self.users.resolve(user)
         explicit = datasets is not None or dataset_ids is not None
         sources, short_circuit = resolve_sources(
             sources_asked, session_id=session_id, has_datasets=explicit, has_query_type=search_type is not None
         )
         targets = await self._targets(acting, datasets, dataset_ids) if "graph" in sources else []
-        scope = RetrievalScope(stack.memory, [dataset.id for dataset in targets], top_k, stack.llm)
+        scope = self._scope(targets, top_k)
         skills = self._start_skill_gate(query, search_type, sources, targets, explicit, scope, only_context)
         results: list[RecallResponse] = []
         try:
@@ -184,24 +215,23 @@ class RecallFlows:
 
     async def _targets(self, acting: Any, datasets: list[Any] | None, dataset_ids: list[Any] | None) -> list[Dataset]:
         """The datasets to search, each readable by ``acting`` (PermissionDeniedError otherwise)."""
-        stack = self.stack
         if datasets is None and dataset_ids is None:
-            return await stack.datasets.list(acting, "read")
+            return await self.datasets.list(acting, "read")
         found: dict[uuid.UUID, Dataset] = {}
         for name in datasets or []:
             if not isinstance(name, str):
                 raise ValidationError(f"datasets must be names (str), got {name!r}; pass ids as dataset_ids")
-            dataset = await stack.datasets.resolve(name, acting, "read")
+            dataset = await self.datasets.resolve(name, acting, "read")
             found.setdefault(dataset.id, dataset)
         for dataset_id in dataset_ids or []:
             if not isinstance(dataset_id, (uuid.UUID, str)):
                 raise ValidationError(f"dataset_ids must be UUIDs, got {dataset_id!r}")
-            dataset = await stack.datasets.resolve(dataset_id, acting, "read")
+            dataset = await self.datasets.resolve(dataset_id, acting, "read")
             found.setdefault(dataset.id, dataset)
         return list(found.values())
 
     async def _session_hits(self, acting: Any, query: str, session_id: str | None, top_k: int) -> list[SessionRecallResponse]:
-        manager = self.stack.session_manager
+        manager = self.sessions
         session = await self._session_id(acting, session_id, None)
         hits = await manager.search(acting.id, query, session_id=session, top_k=top_k)
         return [
@@ -211,10 +241,10 @@ class RecallFlows:
 
     async def _session_id(self, acting: Any, session_id: str | None, dataset: Dataset | None) -> str:
         """``session_id``, else the dataset-scoped default session (``dataset``, else the user's main_dataset)."""
-        manager = self.stack.session_manager
+        manager = self.sessions
         if session_id is not None:
             return manager.resolve_session_id(session_id)
-        dataset = dataset or await self.stack.datasets.get(MAIN_DATASET, acting)
+        dataset = dataset or await self.datasets.get(MAIN_DATASET, acting)
         return manager.resolve_session_id(None, dataset.id if dataset else None)
 
     async def _graph(
@@ -229,7 +259,7 @@ class RecallFlows:
         response_model: type[BaseModel] | None,
         sole: bool,
     ) -> list[RecallResponse]:
-        if self.stack.config.recall.warmup_shortcircuit and not only_context:
+        if self.config.warmup_shortcircuit and not only_context:
             marker = await self.warmup.marker([dataset.id for dataset in targets])
             if marker is not None:
                 return [marker] if sole else []
@@ -243,7 +273,7 @@ class RecallFlows:
             else:
                 search_type = SearchType.HYBRID_COMPLETION
         found = await self._run(search_type, query, scope, only_context=only_context, response_model=response_model)
-        if not found and routed and search_type in RETRY_WHEN_EMPTY:
+        if not found and routed and self.retrievers.get(search_type).hybrid_retry_when_empty:
             logger.info("routed %s found nothing; retrying as %s", search_type.value, SearchType.HYBRID_COMPLETION.value)
             found = await self._run(SearchType.HYBRID_COMPLETION, query, scope, only_context=only_context, response_model=response_model)
         return found
@@ -251,7 +281,7 @@ class RecallFlows:
     async def _run(
         self, search_type: SearchType, query: str, scope: RetrievalScope, *, only_context: bool, response_model: type[BaseModel] | None
     ) -> list[RecallResponse]:
-        retriever = get_retriever(search_type)
+        retriever = self.retrievers.get(search_type)
         if retriever.completes and not only_context:
             return [answer_response(await retriever.get_completion(query, scope, response_model=response_model), search_type)]
         if response_model is not None:
@@ -272,8 +302,8 @@ class RecallFlows:
         if (
             "graph" not in sources
             or only_context
-            or search_type in NO_SKILL_GATE
-            or not self.stack.config.recall.skill_gate_enabled
+            or (search_type is not None and not self.retrievers.get(search_type).skill_gate)
+            or not self.config.skill_gate_enabled
             or not explicit
             or len(targets) != 1
             or not should_search_skills(query).fired
@@ -282,7 +312,7 @@ class RecallFlows:
 
         async def lookup() -> list[SkillRecallResponse]:
             try:
-                items = await get_retriever(SearchType.SKILLS).get_context(query, scope)
+                items = await self.retrievers.get(SearchType.SKILLS).get_context(query, scope)
             except Exception as exc:  # additive and fail-safe
                 logger.warning("skill lookup failed, adding no skills: %s: %s", type(exc).__name__, exc)
                 return []
@@ -306,11 +336,10 @@ class RecallFlows:
         queries = [query for query in queries if query.strip()]
         if not queries:
             return []
-        stack = self.stack
-        acting = await stack.users.resolve(user)
+        acting = await self.users.resolve(user)
         targets = await self._targets(acting, datasets, None)
-        retriever = get_retriever(search_type)
-        scope = RetrievalScope(stack.memory, [dataset.id for dataset in targets], top_k, stack.llm)
+        retriever = self.retrievers.get(search_type)
+        scope = self._scope(targets, top_k)
         results: list[RecallResponse] = []
         if not retriever.completes or only_context:  # retrieval only: no turn, no history read or written
             for query in queries:

@@ -1,15 +1,18 @@
-"""The session turn runner: one completion ``search()`` turn under the stack's analysis mode (SPEC §6).
+"""The session turn runner: one completion ``search()`` turn under an analysis mode (SPEC §6).
 
-:class:`TurnRunner` picks the mode (:meth:`TurnRunner.choose`), takes the
-per-(user, session) turn lock (an ``asyncio.Lock`` per event loop, so turns sent
-to one session at once are stored one after the other, none lost) and runs the
-mode over a :class:`StackTurn`, the :class:`~memlab.analysis.TurnPort` of this stack.
+:class:`TurnRunner` is built from its collaborators (session manager, analysis
+mode, merge policy, LLM client, clock), picks the mode (:meth:`TurnRunner.choose`),
+takes the per-(user, session) turn lock (an ``asyncio.Lock`` per event loop, so
+turns sent to one session at once are stored one after the other, none lost) and
+runs the mode over a :class:`SessionTurn`, the :class:`~memlab.analysis.TurnPort`
+of one turn.
 
 Fallback to sequential (the seed's list): a ``concurrent`` stack runs a turn
 ``sequential`` when the search type is ``FEELING_LUCKY`` (``"feeling_lucky"``),
 the query is one of a batch (``"batch"``), the turn has no session (caching off:
-``"no_session"``), or the retriever's class is not exactly one of
-:data:`CONCURRENT_RETRIEVERS` (``"retriever"``; subclasses fall back).
+``"no_session"``), or the retriever does not declare itself eligible
+(:meth:`~memlab.retrievers.Retriever.runs_concurrently`: the four classes the seed
+names, exactly; their subclasses fall back: ``"retriever"``).
 ``only_context=True`` searches are not turns at all (``search()`` retrieves with
 the raw query only: no analysis, no rewrite, nothing stored).
 
@@ -29,31 +32,26 @@ turn carries the same facts flat in ``memify_metadata`` as ``turn_<name>``
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from memlab._clock import Clock
 from memlab.analysis import AnalysisMode, TurnPort, TurnState, analyze_turn
-from memlab.retrievers import SearchType
-from memlab.retrievers._base import Completion, RetrievalScope
-from memlab.retrievers._completion import CompletionRetriever
-from memlab.retrievers._graph_completion import GraphCompletionRetriever
-from memlab.retrievers._hybrid import HybridCompletionRetriever
-from memlab.retrievers._triplet import TripletCompletionRetriever
-from memlab.session._guidance import ServedGuidance, apply_turn_analysis, context_entries, serve_guidance
-from memlab.session._manager import HISTORY_LAST_N
+from memlab.retrievers import Completion, RetrievalScope, SearchType
+from memlab.session import HISTORY_LAST_N, ServedGuidance, SessionManager, apply_turn_analysis, context_entries, serve_guidance
 
 if TYPE_CHECKING:
-    from memlab.stack import MemoryStack
+    from memlab.llm import LLMClient
+    from memlab.merge import MergePolicy
 
-__all__ = ["CONCURRENT_RETRIEVERS", "StackTurn", "TurnResult", "TurnRunner", "turn_metadata"]
+__all__ = ["SessionTurn", "TurnResult", "TurnRunner", "turn_metadata"]
 
 logger = logging.getLogger("memlab.turn")
 
-#: the retriever classes a concurrent turn may use (exact class match; subclasses fall back)
-CONCURRENT_RETRIEVERS = (CompletionRetriever, GraphCompletionRetriever, HybridCompletionRetriever, TripletCompletionRetriever)
 _OPTIONAL_FACTS = ("fallback_reason", "effective_query", "rewrite", "analysis_error", "lane_error")
 
 
@@ -83,12 +81,12 @@ def turn_metadata(record: dict[str, Any]) -> dict[str, Any]:
     return metadata
 
 
-class StackTurn(TurnPort):
-    """The I/O of one turn on a stack (see :class:`~memlab.analysis.TurnPort`)."""
+class SessionTurn(TurnPort):
+    """The I/O of one turn (see :class:`~memlab.analysis.TurnPort`), done through its runner's collaborators."""
 
     def __init__(
         self,
-        stack: "MemoryStack",
+        runner: "TurnRunner",
         query: str,
         retriever: Any,
         scope: RetrievalScope,
@@ -99,13 +97,16 @@ class StackTurn(TurnPort):
         requested_mode: str,
         fallback_reason: str | None,
     ) -> None:
-        self.stack = stack
+        self.manager = runner.manager
+        self.llm = runner.llm
+        self.merge = runner.merge
+        self.clock = runner.clock
         self.query = query
         self.retriever = retriever
         self.scope = scope
         self.user_id = user_id
         self.session_id = session_id
-        self.session_available = stack.session_manager.available
+        self.session_available = self.manager.available
         self.started = time.perf_counter()
         self._history_turns: list[Any] | None = None
         self.record: dict[str, Any] = {
@@ -139,7 +140,7 @@ class StackTurn(TurnPort):
         """Also keeps the history turns it reads for :meth:`answer` (no turn is stored in between)."""
         if not self.session_available:
             return TurnState()
-        manager = self.stack.session_manager
+        manager = self.manager
         self._history_turns = await manager.get_session(self.user_id, last_n=HISTORY_LAST_N, session_id=self.session_id)
         state = TurnState(self._history_turns[-2:])
         previous = state.previous
@@ -151,32 +152,31 @@ class StackTurn(TurnPort):
 
     async def analyze(self, state: TurnState) -> Any:
         self._count("analysis", 1, 0, 0)  # counted when made, even if it then fails
-        result = await analyze_turn(self.stack.llm, self.query, state.previous, state.served)
+        result = await analyze_turn(self.llm, self.query, state.previous, state.served)
         self._count("analysis", 0, result.tokens_in, result.tokens_out)
         return result.analysis
 
     async def apply(self, analysis: Any, state: TurnState) -> None:
         previous = state.previous
         await apply_turn_analysis(
-            self.stack.session_manager,
+            self.manager,
             self.user_id,
             self.session_id,
             analysis,
             message=self.query,
             previous=previous,
             served_ids=list(previous.used_session_context_ids or []) if previous is not None else [],
-            now=self.stack.clock.now(),
+            now=self.clock.now(),
         )
 
     async def guidance(self, query: str, entries: list[Any] | None = None) -> ServedGuidance | None:
         if not self.session_available:
             return None
-        manager = self.stack.session_manager
-        return await serve_guidance(manager, self.user_id, self.session_id, query, now=self.stack.clock.now(), entries=entries)
+        return await serve_guidance(self.manager, self.user_id, self.session_id, query, now=self.clock.now(), entries=entries)
 
     async def _history(self) -> str:
         """The answer's conversation history: from the turns :meth:`load` read, else read now."""
-        manager = self.stack.session_manager
+        manager = self.manager
         if self._history_turns is None:
             return await manager.get_history(self.user_id, session_id=self.session_id)
         return manager.format_entries(self._history_turns, include_context=False)
@@ -184,8 +184,7 @@ class StackTurn(TurnPort):
     async def answer(self, query: str, guidance: Any, *, rewrite: str | None = None) -> Completion:
         history = await self._history()
         block = guidance.block if guidance is not None else ""
-        base = self.scope
-        scope = RetrievalScope(base.memory, base.dataset_ids, base.top_k, base.llm, history="\n\n".join(part for part in (block, history) if part))
+        scope = dataclasses.replace(self.scope, history="\n\n".join(part for part in (block, history) if part))
         if rewrite is None:
             completion = await self.retriever.get_completion(query, scope)
         else:
@@ -211,7 +210,7 @@ class StackTurn(TurnPort):
             logger.warning("rewrite retrieval lane failed, using the raw lane: %s: %s", type(rewritten).__name__, rewritten)
             self.note(lane_error=f"rewrite: {type(rewritten).__name__}: {rewritten}")
             rewritten = None
-        merged = retriever.merge_lanes(raw, rewritten, self.stack.merge, scope.top_k)
+        merged = retriever.merge_lanes(raw, rewritten, self.merge, scope.top_k)
         return await retriever.answer_from(query, merged, scope)
 
     def _finish(self, answered: bool) -> None:
@@ -220,7 +219,7 @@ class StackTurn(TurnPort):
     async def commit(self, completion: Completion, guidance: Any) -> TurnResult:
         self._finish(True)
         ids = list(guidance.ids) if guidance is not None else []
-        qa_id = await self.stack.session_manager.add_qa(
+        qa_id = await self.manager.add_qa(
             self.user_id,
             question=self.query,
             answer=completion.text,
@@ -235,7 +234,7 @@ class StackTurn(TurnPort):
 
     async def acknowledge(self, text: str) -> TurnResult:
         self._finish(False)
-        qa_id = await self.stack.session_manager.add_qa(
+        qa_id = await self.manager.add_qa(
             self.user_id, question=self.query, answer=text, memify_metadata=turn_metadata(self.record), session_id=self.session_id
         )
         self.record["guidance_ids"] = []
@@ -243,10 +242,14 @@ class StackTurn(TurnPort):
 
 
 class TurnRunner:
-    """Runs the session turns of one stack (see the module docstring)."""
+    """Runs session turns (see the module docstring) with the collaborators it is given."""
 
-    def __init__(self, stack: "MemoryStack") -> None:
-        self.stack = stack
+    def __init__(self, manager: SessionManager, analysis: AnalysisMode, merge: "MergePolicy", llm: "LLMClient", clock: Clock) -> None:
+        self.manager = manager
+        self.analysis = analysis
+        self.merge = merge
+        self.llm = llm
+        self.clock = clock
         self._locks: weakref.WeakValueDictionary[tuple[int, str, str], asyncio.Lock] = weakref.WeakValueDictionary()
 
     def lock(self, user_id: str, session_id: str) -> asyncio.Lock:
@@ -259,7 +262,7 @@ class TurnRunner:
 
     def choose(self, search_type: SearchType, retriever: Any, *, batch: bool) -> tuple[AnalysisMode, str | None]:
         """The mode a turn runs and why it fell back (None when it did not)."""
-        requested: AnalysisMode = self.stack.analysis
+        requested = self.analysis
         fallback = requested.fallback()
         if fallback is requested:
             return requested, None
@@ -267,9 +270,9 @@ class TurnRunner:
             reason = "feeling_lucky"
         elif batch:
             reason = "batch"
-        elif not self.stack.session_manager.available:
+        elif not self.manager.available:
             reason = "no_session"
-        elif type(retriever) not in CONCURRENT_RETRIEVERS:
+        elif not retriever.runs_concurrently():
             reason = "retriever"
         else:
             return requested, None
@@ -281,15 +284,15 @@ class TurnRunner:
         """Run one turn of ``query`` in the session, under its turn lock."""
         mode, reason = self.choose(search_type, retriever, batch=batch)
         async with self.lock(user_id, session_id):
-            port = StackTurn(
-                self.stack,
+            port = SessionTurn(
+                self,
                 query,
                 retriever,
                 scope,
                 user_id=user_id,
                 session_id=session_id,
                 mode=mode.name,
-                requested_mode=self.stack.analysis.name,
+                requested_mode=self.analysis.name,
                 fallback_reason=reason,
             )
             return await mode.run(port)

@@ -25,9 +25,10 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from memlab.graph._memory import ADD_PIPELINE
+from memlab._clock import Clock
 from memlab.models import SystemRecallResponse
 from memlab.privacy import scrub_error_message
+from memlab.relational import ADD_PIPELINE, RelationalStore
 
 logger = logging.getLogger("memlab.recall")
 
@@ -41,7 +42,7 @@ BUILD_FAILED_TEXT = (
 class WarmupProbe:
     """One stack's probe; ``store`` is its relational store, ``clock`` its clock."""
 
-    def __init__(self, store, clock, *, threshold: int, cache_ttl: float) -> None:
+    def __init__(self, store: RelationalStore, clock: Clock, *, threshold: int, cache_ttl: float) -> None:
         self._store = store
         self._clock = clock
         self.threshold = threshold

@@ -1,0 +1,199 @@
+"""``remember()`` and ``improve()``: documents into permanent memory, text into a session, sessions into the graph.
+
+:class:`RememberFlows` receives its collaborators (users, datasets, the session
+manager, the relational store and an accessor for the permanent memory, which its
+owner builds on first use) and owns the background self-improvement tasks:
+``remember(text, session_id=...)`` with ``self_improvement`` schedules one per
+(dataset, session, user), coalescing repeated requests; :meth:`RememberFlows.finish`
+waits for them (bounded) when the stack closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from memlab.datasets import Datasets
+from memlab.exceptions import ValidationError
+from memlab.models import Dataset, ImproveResult, RememberResult
+from memlab.relational import RelationalStore
+from memlab.session import SessionManager
+from memlab.users import Users
+from memlab.validation import check_text
+
+if TYPE_CHECKING:
+    from memlab.graph import Document, PermanentMemory
+
+__all__ = ["RememberFlows"]
+
+logger = logging.getLogger("memlab.stack")
+
+
+def _text_of(data: Any) -> str:
+    if isinstance(data, str):
+        return check_text("data", data)
+    if isinstance(data, Sequence) and not isinstance(data, (bytes, bytearray)) and all(isinstance(item, str) for item in data):
+        return check_text("data", "\n\n".join(data))
+    raise ValidationError(f"remember() with session_id takes a str or a list of str, got {type(data).__name__}")
+
+
+def _turn_text(question: str, answer: str) -> str:
+    return f"Question: {question}\nAnswer: {answer}" if question.strip() else answer
+
+
+def _session_tags(sessions: Sequence[str]) -> list[str]:
+    return [f"session:{session}" for session in sessions]
+
+
+class RememberFlows:
+    """remember(), improve() and background self-improvement over the given collaborators."""
+
+    def __init__(
+        self,
+        *,
+        users: Users,
+        datasets: Datasets,
+        sessions: SessionManager,
+        store: RelationalStore,
+        memory: Callable[[], "PermanentMemory"],
+    ) -> None:
+        self.users = users
+        self.datasets = datasets
+        self.sessions = sessions
+        self.store = store
+        self.memory = memory
+        self._improving: dict[tuple, asyncio.Task] = {}
+        self._improve_again: set[tuple] = set()
+
+    async def remember(
+        self, data: Any, *, dataset: Any, session_id: str | None, user: Any, self_improvement: bool, tags: Sequence[str], progress: bool | None
+    ) -> RememberResult:
+        """See :meth:`memlab.MemoryStack.remember`."""
+        if session_id is None:
+            from memlab.graph import load_documents
+
+            if isinstance(tags, str) or not all(isinstance(tag, str) and tag.strip() for tag in tags):
+                raise ValidationError(f"tags must be a list of non-blank strings, got {tags!r}")
+            documents = await asyncio.to_thread(load_documents, data)
+            target = await self.datasets.resolve(dataset, user, "write", create=True)
+            return await self.memory().remember(target, documents, tags=[tag.strip() for tag in tags], progress=progress)
+        text = _text_of(data)
+        session = self.sessions.resolve_session_id(session_id)
+        resolved = await self.users.resolve(user)
+        if not text.strip():
+            return RememberResult(status="skipped_blank", session_id=session)
+        qa_id = await self.sessions.add_qa(resolved.id, question="", answer=text, session_id=session)
+        if qa_id is None:
+            return RememberResult(status="cache_unavailable", session_id=session)
+        if self_improvement:
+            self._schedule(dataset, session, resolved)
+        return RememberResult(status="session_stored", session_id=session, data_ids=[qa_id])
+
+    async def improve(self, *, dataset: Any, session_ids: Sequence[str], user: Any) -> ImproveResult:
+        """See :meth:`memlab.MemoryStack.improve`."""
+        if isinstance(session_ids, str) or not isinstance(session_ids, Sequence) or not session_ids:
+            raise ValidationError(f"session_ids must be a non-empty list of session ids, got {session_ids!r}")
+        target, sessions, turns, documents = await self._session_documents(dataset, session_ids, user)
+        if not turns:
+            return ImproveResult(status="nothing_to_improve", dataset_id=target.id, session_ids=sessions)
+        result = await self.memory().remember(target, documents, tags=_session_tags(sessions))
+        return ImproveResult(
+            status="completed",
+            dataset_id=target.id,
+            session_ids=sessions,
+            turns=turns,
+            data_ids=result.data_ids,
+            new_data_ids=result.new_data_ids,
+        )
+
+    async def _session_documents(self, dataset: Any, session_ids: Sequence[str], user: Any) -> tuple[Dataset, list[str], int, list["Document"]]:
+        """The dataset to write (created when missing), the resolved session ids, the answered-turn count, those turns as documents."""
+        from memlab.graph import load_documents
+
+        resolved = await self.users.resolve(user)
+        target = await self.datasets.resolve(dataset, resolved, "write", create=True)
+        sessions = [self.sessions.resolve_session_id(session_id) for session_id in session_ids]
+        texts: list[str] = []
+        for session in sessions:
+            entries = await self.sessions.get_session(resolved.id, session_id=session)
+            texts.extend(_turn_text(entry.question, entry.answer) for entry in entries if entry.answer.strip())
+        documents = await asyncio.to_thread(load_documents, texts) if texts else []
+        return target, sessions, len(texts), documents
+
+    async def _improve_in_background(self, dataset: Any, session: str, user: Any) -> None:
+        """:meth:`improve` of one session, except that a dataset already holding every turn is left untouched (no pipeline runs)."""
+        started = asyncio.get_running_loop().time()
+        target, sessions, turns, documents = await self._session_documents(dataset, [session], user)
+        hashes = {document.content_hash for document in documents}
+        new = len(hashes) - len(await self.store.known_hashes(target.id, hashes))
+        if new:
+            await self.memory().remember(target, documents, tags=_session_tags(sessions))
+        logger.info(
+            "self-improvement of session %r into dataset %s: %d turn(s), %d new document(s) chunked, extracted and embedded in %.2f s",
+            session, target.id, turns, new, asyncio.get_running_loop().time() - started,
+        )
+
+    def _schedule(self, dataset: Any, session: str, user: Any) -> None:
+        """Improve one session in the background (:meth:`_improve_in_background`); coalesces repeated requests."""
+        key = (str(dataset), session, str(user.id))
+        if key in self._improving:
+            self._improve_again.add(key)
+            return
+
+        async def run() -> None:
+            try:
+                while True:
+                    self._improve_again.discard(key)
+                    try:
+                        await self._improve_in_background(dataset, session, user)
+                    except Exception as exc:  # background work: log, never raise into the caller
+                        logger.warning("self-improvement of session %r into %r failed: %s: %s", session, dataset, type(exc).__name__, exc)
+                    if key not in self._improve_again:
+                        return
+            finally:
+                self._improving.pop(key, None)
+
+        self._improving[key] = asyncio.get_running_loop().create_task(run())
+
+    @property
+    def pending(self) -> int:
+        """Background self-improvement runs not finished yet."""
+        return len(self._improving)
+
+    async def wait(self, timeout: float | None) -> int:
+        """Wait for background self-improvement, at most ``timeout`` seconds (None: no bound); how many still run."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while self._improving:  # a run may schedule another round of its session: wait for those too
+            remaining = None if deadline is None else max(0.0, deadline - loop.time())
+            _, pending = await asyncio.wait(list(self._improving.values()), timeout=remaining)
+            if pending:
+                break
+        return len(self._improving)
+
+    async def finish(self, timeout: float | None) -> None:
+        """:meth:`wait`, then cancel what still runs; a warning names each session it had not bridged.
+
+        Those sessions' turns stay in the session cache for a later ``improve()``.
+        """
+        if not self._improving:
+            return
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        logger.info("close(): waiting for self-improvement of %d session(s) (at most %s s)", len(self._improving), timeout)
+        if not await self.wait(timeout):
+            logger.info("close(): self-improvement finished in %.2f s", loop.time() - started)
+            return
+        unfinished = dict(self._improving)
+        for task in unfinished.values():
+            task.cancel()
+        await asyncio.gather(*unfinished.values(), return_exceptions=True)
+        for dataset, session, user_id in unfinished:
+            logger.warning(
+                "close(): self-improvement of session %r into dataset %r (user %s) did not finish within %s s and "
+                "was cancelled; its turns are still in the session cache: run improve(dataset=..., session_ids=[%r]) "
+                "to bridge them",
+                session, dataset, user_id, timeout, session,
+            )
