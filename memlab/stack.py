@@ -68,7 +68,7 @@ class MemoryStack:
         self.lifecycle = Lifecycle()
         self.cache = build_cache_backend(config, self.clock)
         self.session_manager = SessionManager(
-            self.cache, default_session_id=config.session.default_session_id, lifecycle=self.lifecycle
+            self.cache, default_session_id=config.session.default_session_id, lifecycle=self.lifecycle, clock=self.clock
         )
         self._relational = RelationalStore(Path(config.data_root) / "memlab.db", self.clock)
         self.users = Users(self._relational)
@@ -124,7 +124,7 @@ class MemoryStack:
             memory=self._memory,
             llm=self.llm,
             retrievers=self.retrievers,
-            turns=TurnRunner(self.session_manager, self.analysis, self.merge, self.llm, self.clock),
+            turns=TurnRunner(self.session_manager, self.analysis, self.merge, self.llm),
             warmup=WarmupProbe(self._relational, self.clock, threshold=recall.warmup_threshold, cache_ttl=recall.warmup_cache_ttl_seconds),
             config=recall,
         )

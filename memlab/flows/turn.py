@@ -1,7 +1,7 @@
 """The session turn runner: one completion ``search()`` turn under an analysis mode (SPEC §6).
 
 :class:`TurnRunner` is built from its collaborators (session manager, analysis
-mode, merge policy, LLM client, clock), picks the mode (:meth:`TurnRunner.choose`),
+mode, merge policy, LLM client), picks the mode (:meth:`TurnRunner.choose`),
 takes the per-(user, session) turn lock (an ``asyncio.Lock`` per event loop, so
 turns sent to one session at once are stored one after the other, none lost) and
 runs the mode over a :class:`SessionTurn`, the :class:`~memlab.analysis.TurnPort`
@@ -39,10 +39,9 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memlab._clock import Clock
 from memlab.analysis import AnalysisMode, TurnPort, TurnState, analyze_turn
 from memlab.retrievers import Completion, RetrievalScope, SearchType
-from memlab.session import HISTORY_LAST_N, ServedGuidance, SessionManager, apply_turn_analysis, context_entries, serve_guidance
+from memlab.session import HISTORY_LAST_N, ServedGuidance, SessionManager
 
 if TYPE_CHECKING:
     from memlab.llm import LLMClient
@@ -100,7 +99,6 @@ class SessionTurn(TurnPort):
         self.manager = runner.manager
         self.llm = runner.llm
         self.merge = runner.merge
-        self.clock = runner.clock
         self.query = query
         self.retriever = retriever
         self.scope = scope
@@ -146,7 +144,7 @@ class SessionTurn(TurnPort):
         previous = state.previous
         if previous is not None and previous.used_session_context_ids:
             wanted = set(previous.used_session_context_ids)
-            state.guidance_entries = context_entries(await manager.get_context_entries(self.user_id, session_id=self.session_id))
+            state.guidance_entries = await manager.guidance.load(self.user_id, self.session_id)
             state.served = [entry for entry in state.guidance_entries if entry.id in wanted]
         return state
 
@@ -158,21 +156,19 @@ class SessionTurn(TurnPort):
 
     async def apply(self, analysis: Any, state: TurnState) -> None:
         previous = state.previous
-        await apply_turn_analysis(
-            self.manager,
+        await self.manager.guidance.update(
             self.user_id,
             self.session_id,
             analysis,
             message=self.query,
             previous=previous,
             served_ids=list(previous.used_session_context_ids or []) if previous is not None else [],
-            now=self.clock.now(),
         )
 
     async def guidance(self, query: str, entries: list[Any] | None = None) -> ServedGuidance | None:
         if not self.session_available:
             return None
-        return await serve_guidance(self.manager, self.user_id, self.session_id, query, now=self.clock.now(), entries=entries)
+        return await self.manager.guidance.serve(self.user_id, self.session_id, query, entries=entries)
 
     async def _history(self) -> str:
         """The answer's conversation history: from the turns :meth:`load` read, else read now."""
@@ -244,12 +240,11 @@ class SessionTurn(TurnPort):
 class TurnRunner:
     """Runs session turns (see the module docstring) with the collaborators it is given."""
 
-    def __init__(self, manager: SessionManager, analysis: AnalysisMode, merge: "MergePolicy", llm: "LLMClient", clock: Clock) -> None:
+    def __init__(self, manager: SessionManager, analysis: AnalysisMode, merge: "MergePolicy", llm: "LLMClient") -> None:
         self.manager = manager
         self.analysis = analysis
         self.merge = merge
         self.llm = llm
-        self.clock = clock
         self._locks: weakref.WeakValueDictionary[tuple[int, str, str], asyncio.Lock] = weakref.WeakValueDictionary()
 
     def lock(self, user_id: str, session_id: str) -> asyncio.Lock:

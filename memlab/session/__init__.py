@@ -10,19 +10,19 @@ from typing import Any
 
 from memlab.models import SessionQAEntry
 from memlab.session._api import SessionAPI
-from memlab.session._guidance import ServedGuidance, apply_turn_analysis, context_entries, serve_guidance
+from memlab.session._guidance import AppliedGuidance, Guidance, ServedGuidance, context_entries
 from memlab.session._keyword import KeywordIndex, tokenize
 from memlab.session._manager import HISTORY_LAST_N, SessionManager
 
 __all__ = [
+    "AppliedGuidance",
+    "Guidance",
     "HISTORY_LAST_N",
     "KeywordIndex",
     "ServedGuidance",
     "SessionAPI",
     "SessionManager",
-    "apply_turn_analysis",
     "context_entries",
-    "serve_guidance",
     "add_feedback",
     "delete_feedback",
     "get_session",

@@ -1,6 +1,12 @@
 """Session guidance (SPEC §5): applying a turn analysis, and serving the "Active session guidance" block.
 
-Applying (:func:`apply_turn_analysis`): nothing happens unless the analysis has
+:class:`Guidance` is the session layer's object for it, one per
+:class:`~memlab.session.SessionManager` (``manager.guidance``): :meth:`~Guidance.load`
+the entries, :meth:`~Guidance.serve` the block, :meth:`~Guidance.update` from an
+analysis, :meth:`~Guidance.score` an entry. The ranking, selection and rendering
+rules are pure functions beside it.
+
+Updating (:meth:`Guidance.update`): nothing happens unless the analysis has
 candidate updates, served-context ratings, or a previous-answer rating *with* a
 previous turn. Then one :class:`~memlab.models.SessionFeedbackEntry` is written;
 each candidate with a section valid for its profile, non-blank content of at most
@@ -10,7 +16,7 @@ profile, section and normalised content (the feedback id is appended to its
 entry; ``helpful`` / ``harmful`` verdicts on existing guidance entries add one to
 their ``helpful_count`` / ``harmful_count`` (other verdicts and unknown ids are ignored).
 
-Serving (:func:`serve_guidance`): memlab serves only **usable** entries
+Serving (:meth:`Guidance.serve`): memlab serves only **usable** entries
 (``harmful_count == 0`` and confidence >= 0.75, SPEC's DIFF table) of the ``qa``
 profile, ranked by :func:`guidance_score`, taken greedily under 400 characters per
 section and 1200 in total (an entry that does not fit is skipped, the scan goes
@@ -29,23 +35,23 @@ from typing import Any
 
 import pydantic
 
+from memlab._clock import Clock
 from memlab.models import MAX_CONTEXT_CONTENT_CHARS, SessionContextEntry, SessionFeedbackEntry, normalize_content
 
 __all__ = [
     "GUIDANCE_HEADER",
     "CONFLICT_LINE",
+    "Guidance",
     "MIN_CANDIDATE_CONFIDENCE",
     "SECTION_BUDGET",
     "SECTION_PRIORITY",
     "TOTAL_BUDGET",
     "AppliedGuidance",
     "ServedGuidance",
-    "apply_turn_analysis",
     "context_entries",
     "guidance_score",
     "render_guidance",
     "select_guidance",
-    "serve_guidance",
 ]
 
 logger = logging.getLogger("memlab.session")
@@ -94,7 +100,7 @@ def context_entries(rows: Iterable[dict[str, Any]]) -> list[SessionContextEntry]
     return entries
 
 
-async def apply_turn_analysis(
+async def _apply_turn_analysis(
     manager: Any,
     user_id: str,
     session_id: str,
@@ -105,11 +111,6 @@ async def apply_turn_analysis(
     served_ids: Sequence[str],
     now: datetime,
 ) -> AppliedGuidance | None:
-    """Write what ``analysis`` (a :class:`~memlab.analysis.SessionTurnAnalysis`) says; None when it says nothing.
-
-    ``previous`` is the previous turn (a ``SessionQAEntry``) or None, ``served_ids``
-    the guidance ids served to it. Per-candidate failures are skipped.
-    """
     rating = analysis.previous_answer_rating if previous is not None else None
     if not (analysis.candidate_context_updates or analysis.served_context_ratings or rating is not None):
         return None
@@ -251,26 +252,59 @@ def render_guidance(entries: Iterable[SessionContextEntry]) -> str:
     return "\n\n".join([f"{GUIDANCE_HEADER}\n{CONFLICT_LINE}", *parts])
 
 
-async def serve_guidance(
-    manager: Any,
-    user_id: str,
-    session_id: str,
-    query: str,
-    *,
-    now: datetime,
-    stamp_served: bool = True,
-    entries: Iterable[SessionContextEntry] | None = None,
-) -> ServedGuidance:
-    """Select and render the session's guidance for ``query``; stamps ``last_served_at=now`` on what it serves.
+class Guidance:
+    """The guidance of a session manager's sessions: load, serve, update, score (see the module docstring).
 
-    ``entries``: the session's guidance entries, when the caller holds current ones (None: read them).
+    ``manager`` is the :class:`~memlab.session.SessionManager` whose context rows
+    hold the entries; ``clock`` stamps feedback entries and ``last_served_at``.
     """
-    if entries is None:
-        entries = context_entries(await manager.get_context_entries(user_id, session_id=session_id))
-    chosen = select_guidance(entries, query)
-    if not chosen:
-        return ServedGuidance()
-    if stamp_served:
-        stamp = {"last_served_at": now.isoformat()}
-        await asyncio.gather(*(manager.update_context_entry(user_id, entry.id, stamp, session_id=session_id) for entry in chosen))
-    return ServedGuidance(render_guidance(chosen), [entry.id for entry in chosen])
+
+    def __init__(self, manager: Any, clock: Clock) -> None:
+        self._manager = manager
+        self._clock = clock
+
+    async def load(self, user_id: str, session_id: str) -> list[SessionContextEntry]:
+        """The session's guidance entries (``kind == "context"``), first-insert order."""
+        return context_entries(await self._manager.get_context_entries(user_id, session_id=session_id))
+
+    async def serve(
+        self,
+        user_id: str,
+        session_id: str,
+        query: str,
+        *,
+        stamp_served: bool = True,
+        entries: Iterable[SessionContextEntry] | None = None,
+    ) -> ServedGuidance:
+        """Select and render the session's guidance for ``query``; stamps ``last_served_at`` (now) on what it serves.
+
+        ``entries``: the session's guidance entries, when the caller holds current ones (None: :meth:`load` them).
+        """
+        if entries is None:
+            entries = await self.load(user_id, session_id)
+        chosen = select_guidance(entries, query)
+        if not chosen:
+            return ServedGuidance()
+        if stamp_served:
+            stamp = {"last_served_at": self._clock.now().isoformat()}
+            manager = self._manager
+            await asyncio.gather(*(manager.update_context_entry(user_id, entry.id, stamp, session_id=session_id) for entry in chosen))
+        return ServedGuidance(render_guidance(chosen), [entry.id for entry in chosen])
+
+    async def update(
+        self, user_id: str, session_id: str, analysis: Any, *, message: str, previous: Any, served_ids: Sequence[str]
+    ) -> AppliedGuidance | None:
+        """Write what ``analysis`` (a :class:`~memlab.analysis.SessionTurnAnalysis`) says; None when it says nothing.
+
+        ``previous`` is the previous turn (a ``SessionQAEntry``) or None, ``served_ids``
+        the guidance ids served to it. Per-candidate failures are skipped.
+        """
+        return await _apply_turn_analysis(
+            self._manager, user_id, session_id, analysis, message=message, previous=previous, served_ids=served_ids,
+            now=self._clock.now(),
+        )
+
+    @staticmethod
+    def score(entry: SessionContextEntry, query: str) -> float:
+        """The ranker's score of ``entry`` for ``query`` (:func:`guidance_score`)."""
+        return guidance_score(entry, query)

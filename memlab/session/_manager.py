@@ -18,7 +18,9 @@ from typing import Any, TypeVar
 import pydantic
 
 from memlab.cache import CacheBackend
+from memlab._clock import Clock, SystemClock
 from memlab.lifecycle import Lifecycle
+from memlab.session._guidance import Guidance
 from memlab.exceptions import BackendError, SessionParameterValidationError, SessionQAEntryValidationError
 from memlab.models import SessionContextEntry, SessionFeedbackEntry, SessionQAEntry
 from memlab.session._keyword import KeywordIndex
@@ -61,9 +63,12 @@ class SessionManager:
         dataset_id: uuid.UUID | None = None,
         index_capacity: int = 256,
         lifecycle: Lifecycle | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.cache = cache
         self._lifecycle = lifecycle
+        #: this manager's session guidance (load, serve, update, score)
+        self.guidance = Guidance(self, clock or (cache.clock if cache is not None else SystemClock()))
         self.default_session_id = default_session_id
         self.dataset_id = _check_dataset_id(dataset_id)
         self._indexes: OrderedDict[tuple[str, str], KeywordIndex] = OrderedDict()

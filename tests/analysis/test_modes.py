@@ -386,7 +386,7 @@ async def test_a_failed_lane_leaves_the_other(tmp_path, failing, lane_error) -> 
         main = await stack.datasets.get("main_dataset")
         scope = RetrievalScope(stack.memory, [main.id], 3, stack.llm)
         port = SessionTurn(
-            TurnRunner(stack.session_manager, stack.analysis, stack.merge, stack.llm, stack.clock), "Who discovered Polonium?", _LaneFails(failing), scope,
+            TurnRunner(stack.session_manager, stack.analysis, stack.merge, stack.llm), "Who discovered Polonium?", _LaneFails(failing), scope,
             user_id="u", session_id="s", mode="concurrent", requested_mode="concurrent", fallback_reason=None,
         )
         completion = await port.answer("Who discovered Polonium?", None, rewrite="rw")
@@ -400,7 +400,7 @@ async def test_both_lanes_failing_raise_the_raw_error(tmp_path) -> None:
         main = await stack.datasets.get("main_dataset")
         scope = RetrievalScope(stack.memory, [main.id], 3, stack.llm)
         port = SessionTurn(
-            TurnRunner(stack.session_manager, stack.analysis, stack.merge, stack.llm, stack.clock), "q", _LaneFails({"q", "rw"}), scope,
+            TurnRunner(stack.session_manager, stack.analysis, stack.merge, stack.llm), "q", _LaneFails({"q", "rw"}), scope,
             user_id="u", session_id="s", mode="concurrent", requested_mode="concurrent", fallback_reason=None,
         )
         with pytest.raises(RuntimeError, match="lane down: q$"):

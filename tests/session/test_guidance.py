@@ -10,16 +10,7 @@ from memlab.analysis import SessionTurnAnalysis
 from memlab.cache import MemoryCache
 from memlab.models import SessionContextEntry, SessionQAEntry
 from memlab.session import SessionManager
-from memlab.session._guidance import (
-    CONFLICT_LINE,
-    GUIDANCE_HEADER,
-    apply_turn_analysis,
-    context_entries,
-    guidance_score,
-    render_guidance,
-    select_guidance,
-    serve_guidance,
-)
+from memlab.session._guidance import CONFLICT_LINE, GUIDANCE_HEADER, context_entries, guidance_score, render_guidance, select_guidance
 from memlab.testing import FakeClock
 
 NOW = datetime(2026, 3, 1, 9, 30, 15, tzinfo=timezone.utc)
@@ -27,8 +18,13 @@ USER, SESSION = "u1", "s1"
 
 
 @pytest.fixture
-def manager() -> SessionManager:
-    return SessionManager(MemoryCache(clock=FakeClock()))
+def clock() -> FakeClock:
+    return FakeClock(NOW)
+
+
+@pytest.fixture
+def manager(clock) -> SessionManager:
+    return SessionManager(MemoryCache(clock=clock))
 
 
 def _previous() -> SessionQAEntry:
@@ -40,7 +36,7 @@ def _analysis(**fields) -> SessionTurnAnalysis:
 
 
 async def _apply(manager, analysis, previous=None, served_ids=(), message="msg"):
-    return await apply_turn_analysis(manager, USER, SESSION, analysis, message=message, previous=previous, served_ids=list(served_ids), now=NOW)
+    return await manager.guidance.update(USER, SESSION, analysis, message=message, previous=previous, served_ids=list(served_ids))
 
 
 async def _rows(manager, kind):
@@ -197,17 +193,20 @@ def test_render_format() -> None:
     assert CONFLICT_LINE == "Items are listed oldest to newest within each section. When guidance conflicts, prefer the later item."
 
 
-async def test_serving_stamps_and_returns_ids(manager) -> None:
+async def test_serving_stamps_and_returns_ids(manager, clock) -> None:
     usable = _entry("rules", "cite sources")
     harmful = _entry("rules", "guess", harmful_count=1)
     for entry in (usable, harmful):
         await manager.add_context_entry(USER, entry, session_id=SESSION)
     later = NOW + timedelta(hours=1)
-    quiet = await serve_guidance(manager, USER, SESSION, "q", now=later, stamp_served=False)
+    clock.advance(3600)
+    quiet = await manager.guidance.serve(USER, SESSION, "q", stamp_served=False)
     assert quiet.ids == [usable.id] and "- [09:30:15] cite sources" in quiet.block
     assert all(entry.last_served_at is None for entry in context_entries(await manager.get_context_entries(USER, session_id=SESSION)))
-    served = await serve_guidance(manager, USER, SESSION, "q", now=later)
+    served = await manager.guidance.serve(USER, SESSION, "q")
     assert served == quiet
     stamps = {entry.id: entry.last_served_at for entry in context_entries(await manager.get_context_entries(USER, session_id=SESSION))}
     assert stamps == {usable.id: later.isoformat(), harmful.id: None}
-    assert (await serve_guidance(manager, USER, "empty", "q", now=later)).block == ""
+    assert (await manager.guidance.serve(USER, "empty", "q")).block == ""
+    assert manager.guidance.score(usable, "cite") == guidance_score(usable, "cite")
+    assert [entry.id for entry in await manager.guidance.load(USER, SESSION)] == [usable.id, harmful.id]
