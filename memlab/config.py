@@ -16,6 +16,22 @@ seeds' variables with their defaults (names are case-insensitive)::
     MEMLAB_MERGE_POLICY=dual_lane  MEMLAB_ANALYSIS_TIMEOUT_SECONDS=30
     DB_PROVIDER= DB_HOST= DB_PORT= DB_USERNAME= DB_PASSWORD= DB_NAME=   (postgres cache without CACHE_DB_URL)
 
+Empty values mean "unset" (the default). Flags accept true/false, 1/0, yes/no,
+on/off (any case); a bad flag or number raises :class:`~memlab.exceptions.ConfigError`
+naming the variable and, for numbers, the allowed range. The recall guards
+(``RECALL_WARMUP_*``, ``SKILL_GATE_ENABLED``) fail open: an unreadable value keeps
+its default, as does an invalid ``SESSION_ABANDON_AFTER_SECONDS`` (1800).
+``SKILL_GATE_ENABLED`` turns the gate off only for false/0/no, as
+:func:`skill_gate_enabled` does.
+
+``StackConfig.from_env()`` reads ``os.environ``; ``StackConfig.from_env(mapping)``
+reads only that mapping (tests). Either also reads dotenv files when asked:
+``StackConfig.from_env(env_file=".env")`` (a path or a list of paths; a missing
+file is skipped). A variable set in the environment (or the mapping) takes
+precedence over the same variable in a file. The variables are read by
+pydantic-settings (``_EnvSettings``); the ``DB_*`` settings are read when the
+postgres cache URL is built (:func:`sql_cache_url`), from ``os.environ`` only.
+
 An unknown strategy name raises :class:`~memlab.exceptions.ConfigError` listing
 the valid ones.
 """
@@ -23,14 +39,27 @@ the valid ones.
 from __future__ import annotations
 
 import importlib
-import math
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, cast, get_args
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    StringConstraints,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    field_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from memlab.exceptions import ConfigError
 
@@ -99,7 +128,7 @@ ANALYSIS_MODES: dict[str, str] = {
 def skill_gate_enabled(environ: Mapping[str, str] | None = None) -> bool:
     """False when ``SKILL_GATE_ENABLED`` is false/0/no (any case); true otherwise, including unset."""
     env = os.environ if environ is None else environ
-    return env.get("SKILL_GATE_ENABLED", "").strip().lower() not in {"false", "0", "no"}
+    return _skill_gate_on(env.get("SKILL_GATE_ENABLED", ""))
 
 
 def check_db_url(variable: str, url: str) -> None:
@@ -323,76 +352,26 @@ class StackConfig(_Section):
     merge: MergeConfig = Field(default_factory=MergeConfig)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "StackConfig":
-        """Build from environment variables (``os.environ`` by default)."""
-        env = {key.upper(): value for key, value in (os.environ if environ is None else environ).items()}
-        reader = _EnvReader(env)
-        if env.get("CACHE_DB_URL"):
-            check_db_url("CACHE_DB_URL", env["CACHE_DB_URL"])
-        ttl_seconds = reader.number("SESSION_TTL_SECONDS", 604800.0, lo=0.0)
-        sections = reader.section  # each value's error names its variable
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        env_file: str | Path | Sequence[str | Path] | None = None,
+    ) -> "StackConfig":
+        """Build from environment variables: ``os.environ``, or the ``environ`` mapping when given.
+
+        ``env_file`` (a path, or several, later files winning) also reads dotenv files; a
+        variable set in the environment (or in ``environ``) takes precedence over the files,
+        and a file that does not exist is skipped. Without ``env_file`` no file is read.
+        """
+        token = _GIVEN_ENVIRON.set(environ)
         try:
-            return sections(
-                cls,
-                {"data_root": "MEMLAB_DATA_ROOT"},
-                data_root=reader.path("MEMLAB_DATA_ROOT", ".memlab"),
-                cache=sections(
-                    CacheConfig,
-                    {"enabled": "CACHING", "backend": "CACHE_BACKEND", "db_url": "CACHE_DB_URL", "host": "CACHE_HOST",
-                     "username": "CACHE_USERNAME", "password": "CACHE_PASSWORD", "ssl_cert_reqs": "CACHE_SSL_CERT_REQS",
-                     "tapes_ingest_url": "TAPES_INGEST_URL", "tapes_provider": "TAPES_PROVIDER"},
-                    enabled=reader.flag("CACHING", True),
-                    backend=env.get("CACHE_BACKEND", "sqlite").strip().lower() or "sqlite",
-                    db_url=env.get("CACHE_DB_URL") or None,
-                    purge_interval_seconds=reader.number("CACHE_PURGE_INTERVAL_SECONDS", 900.0),
-                    host=env.get("CACHE_HOST") or "localhost",
-                    port=reader.integer("CACHE_PORT", 6379, lo=1, hi=65535),
-                    username=env.get("CACHE_USERNAME") or None,
-                    password=env.get("CACHE_PASSWORD") or None,
-                    ssl=reader.flag("CACHE_SSL", False),
-                    ssl_cert_reqs=(env.get("CACHE_SSL_CERT_REQS") or "required").strip().lower(),
-                    tapes_ingest_url=env.get("TAPES_INGEST_URL") or None,
-                    tapes_provider=(env.get("TAPES_PROVIDER") or "openai").strip().lower(),
-                ),
-                ttl=sections(
-                    TTLConfig,
-                    {"policy": "MEMLAB_TTL_POLICY", "seconds": "SESSION_TTL_SECONDS"},
-                    policy=(env.get("MEMLAB_TTL_POLICY") or "auto").strip().lower(),
-                    seconds=ttl_seconds,
-                ),
-                session=SessionConfig(abandon_after_seconds=reader.abandon_after()),
-                analysis=sections(
-                    AnalysisConfig,
-                    {"search_mode": "SESSION_SEARCH_MODE", "auto_feedback": "AUTO_FEEDBACK"},
-                    search_mode=(env.get("SESSION_SEARCH_MODE") or "concurrent").strip().lower(),
-                    auto_feedback=reader.flag("AUTO_FEEDBACK", True),
-                    timeout_seconds=reader.number("MEMLAB_ANALYSIS_TIMEOUT_SECONDS", 30.0, lo=1e-3),
-                ),
-                merge=sections(MergeConfig, {"policy": "MEMLAB_MERGE_POLICY"}, policy=(env.get("MEMLAB_MERGE_POLICY") or "dual_lane").strip().lower()),
-                llm=sections(
-                    LLMConfig,
-                    {"model": "LLM_MODEL", "api_key": "LLM_API_KEY"},
-                    model=(env.get("LLM_MODEL") or "memlab/offline").strip(),
-                    api_key=env.get("LLM_API_KEY") or None,
-                    offline_latency_ms=reader.number("MEMLAB_OFFLINE_LATENCY_MS", 0.0, lo=0.0, hi=MAX_SECONDS * 1000),
-                ),
-                embedding=sections(
-                    EmbeddingConfig,
-                    {"model": "EMBEDDING_MODEL", "api_key": "EMBEDDING_API_KEY"},
-                    model=(env.get("EMBEDDING_MODEL") or "memlab/minilm").strip(),
-                    api_key=env.get("EMBEDDING_API_KEY") or None,
-                ),
-                graph=sections(
-                    GraphConfig,
-                    {"chunk_size": "MEMLAB_CHUNK_SIZE", "chunk_overlap": "MEMLAB_CHUNK_OVERLAP"},
-                    chunk_size=reader.integer("MEMLAB_CHUNK_SIZE", 512, lo=16, hi=MAX_CHUNK_TOKENS),
-                    chunk_overlap=reader.integer("MEMLAB_CHUNK_OVERLAP", 64, lo=0, hi=MAX_CHUNK_TOKENS),
-                    extraction_concurrency=reader.integer("MEMLAB_EXTRACTION_CONCURRENCY", 8, lo=1, hi=256),
-                ),
-                recall=reader.recall(),
-            )
-        except ConfigError as exc:
-            raise ConfigError(f"invalid memlab configuration from the environment: {exc}") from None
+            settings = _EnvSettings(_env_file=env_file)
+        except pydantic.ValidationError as exc:
+            raise ConfigError(f"{_FROM_ENV}: {'; '.join(_env_problem(error) for error in exc.errors())}") from None
+        finally:
+            _GIVEN_ENVIRON.reset(token)
+        return settings.stack_config()
 
     @property
     def cache_path(self) -> Path:
@@ -405,94 +384,214 @@ class StackConfig(_Section):
         return self.data_root / ".memlab_fs_cache" / "sessions_db"
 
 
-class _EnvReader:
-    _TRUE = {"1", "true", "yes", "on"}
-    _FALSE = {"0", "false", "no", "off"}
+# -- reading the environment ----------------------------------------------------------------------
+#
+# ``_EnvSettings`` (pydantic-settings) reads the variables; each field is named after the
+# StackConfig field it fills (``<section>_<name>``, or ``data_root``) and None means "unset":
+# the section's own default applies, so the defaults live in the sections only. The settings
+# check what is specific to the environment (flag words, numbers and their ranges, the guards
+# that fail open); the sections then check the rest (names, URLs, rules across fields), and
+# every error names its variable.
 
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
+_FROM_ENV = "invalid memlab configuration from the environment"
+_FLAG_WORDS = frozenset({"true", "false", "1", "0", "yes", "no", "on", "off"})
+_SKILL_GATE_OFF = frozenset({"false", "0", "no"})
+#: the mapping given to :meth:`StackConfig.from_env`, read in place of ``os.environ``
+_GIVEN_ENVIRON: ContextVar[Optional[Mapping[str, str]]] = ContextVar("memlab_config_environ", default=None)
 
-    def flag(self, name: str, default: bool) -> bool:
-        raw = self.env.get(name)
-        if raw is None or not raw.strip():
-            return default
-        value = raw.strip().lower()
-        if value in self._TRUE:
-            return True
-        if value in self._FALSE:
-            return False
-        raise ConfigError(f"{name} must be true or false, got {raw!r}")
 
-    def number(self, name: str, default: float, *, lo: float = -MAX_SECONDS, hi: float = MAX_SECONDS) -> float:
-        """A finite number from ``lo`` to ``hi``; anything else is a ``ConfigError`` naming the variable and the range."""
-        raw = self.env.get(name)
-        if raw is None or not raw.strip():
-            return default
-        try:
-            value = float(raw)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and lo <= value <= hi):
-            raise ConfigError(f"{name} must be a number from {_show(lo)} to {_show(hi)}, got {raw!r}")
-        return value
+def _unset_if_blank(value: Any) -> Any:
+    """A blank value (spaces only; empty ones are ignored by the source) leaves the setting unset."""
+    return None if isinstance(value, str) and not value.strip() else value
 
-    def integer(self, name: str, default: int, *, lo: int, hi: int) -> int:
-        """A whole number from ``lo`` to ``hi`` (``8`` or ``8.0``); anything else is a ``ConfigError``."""
-        value = self.number(name, default, lo=lo, hi=hi)
-        if value != int(value):
-            raise ConfigError(f"{name} must be a whole number from {lo} to {hi}, got {self.env.get(name)!r}")
-        return int(value)
 
-    @staticmethod
-    def section(cls: type[_Section], variables: Mapping[str, str], **values: Any) -> Any:
-        """``cls(**values)``; an invalid value raises ``ConfigError`` naming its environment variable."""
-        try:
-            return cls(**values)
-        except ConfigError as exc:
-            problems = getattr(exc, "problems", None)
-            if not problems:
-                raise
-            described = []
-            for loc, message, value in problems:
-                if loc:
-                    described.append(f"{variables.get(str(loc[0]), '.'.join(map(str, loc)))}: {message} (got {value!r})")
-                else:  # a rule across fields: name the variables of the fields it mentions
-                    named = [variable for field, variable in variables.items() if field in message]
-                    described.append(f"{', '.join(named) or cls.__name__}: {message}")
-            raise ConfigError("; ".join(described)) from None
+def _flag_word(value: Any) -> Any:
+    """Only true/false, 1/0, yes/no, on/off (any case); pydantic turns the word into a bool."""
+    if not isinstance(value, str) or not value.strip():
+        return _unset_if_blank(value)
+    word = value.strip().lower()
+    if word not in _FLAG_WORDS:
+        raise ValueError("must be true or false (or 1/0, yes/no, on/off)")
+    return word
 
-    def path(self, name: str, default: str) -> Path:
-        raw = self.env.get(name) or default
-        if "\x00" in raw:
-            raise ConfigError(f"{name} may not contain a NUL character, got {raw!r}")
-        return Path(raw)
 
-    def recall(self) -> RecallConfig:
-        """The recall guards fail open (SPEC §9.4): an unreadable value keeps its default."""
+def _skill_gate_on(value: Any) -> Any:
+    """``SKILL_GATE_ENABLED``'s rule (SPEC §9.5): off for false/0/no (any case), on for anything else."""
+    return value.strip().lower() not in _SKILL_GATE_OFF if isinstance(value, str) else value
+
+
+def _unset_if_invalid(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """Fail open (SPEC §9.4): a value that does not validate leaves the setting unset."""
+    try:
+        return handler(value)
+    except pydantic.ValidationError:
+        return None
+
+
+_Number = Annotated[Optional[float], BeforeValidator(_unset_if_blank)]
+_Whole = Annotated[Optional[int], BeforeValidator(_unset_if_blank)]
+_Flag = Annotated[Optional[bool], BeforeValidator(_flag_word)]
+_Name = Optional[Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True)]]
+_FailOpen = WrapValidator(_unset_if_invalid)
+
+
+class _EnvSettings(BaseSettings):
+    """One field per variable of :meth:`StackConfig.from_env` (see the module docstring)."""
+
+    model_config = SettingsConfigDict(case_sensitive=False, env_ignore_empty=True, extra="ignore")
+
+    data_root: Optional[Path] = Field(None, validation_alias="MEMLAB_DATA_ROOT")
+    cache_enabled: _Flag = Field(None, validation_alias="CACHING")
+    cache_backend: Annotated[_Name, BeforeValidator(_unset_if_blank)] = Field(None, validation_alias="CACHE_BACKEND")
+    cache_db_url: Optional[str] = Field(None, validation_alias="CACHE_DB_URL")
+    cache_purge_interval_seconds: _Number = Field(
+        None, ge=-MAX_SECONDS, le=MAX_SECONDS, allow_inf_nan=False, validation_alias="CACHE_PURGE_INTERVAL_SECONDS"
+    )
+    cache_host: Optional[str] = Field(None, validation_alias="CACHE_HOST")
+    cache_port: _Whole = Field(None, ge=1, le=65535, validation_alias="CACHE_PORT")
+    cache_username: Optional[str] = Field(None, validation_alias="CACHE_USERNAME")
+    cache_password: Optional[SecretStr] = Field(None, validation_alias="CACHE_PASSWORD")
+    cache_ssl: _Flag = Field(None, validation_alias="CACHE_SSL")
+    cache_ssl_cert_reqs: _Name = Field(None, validation_alias="CACHE_SSL_CERT_REQS")
+    cache_tapes_ingest_url: Optional[str] = Field(None, validation_alias="TAPES_INGEST_URL")
+    cache_tapes_provider: _Name = Field(None, validation_alias="TAPES_PROVIDER")
+    ttl_policy: _Name = Field(None, validation_alias="MEMLAB_TTL_POLICY")
+    ttl_seconds: _Number = Field(None, ge=0.0, le=MAX_SECONDS, allow_inf_nan=False, validation_alias="SESSION_TTL_SECONDS")
+    # invalid, empty or out of range: the seed's 1800
+    session_abandon_after_seconds: Annotated[Optional[float], _FailOpen] = Field(
+        None, gt=0.0, le=MAX_SECONDS, allow_inf_nan=False, validation_alias="SESSION_ABANDON_AFTER_SECONDS"
+    )
+    analysis_search_mode: _Name = Field(None, validation_alias="SESSION_SEARCH_MODE")
+    analysis_auto_feedback: _Flag = Field(None, validation_alias="AUTO_FEEDBACK")
+    analysis_timeout_seconds: _Number = Field(
+        None, ge=1e-3, le=MAX_SECONDS, allow_inf_nan=False, validation_alias="MEMLAB_ANALYSIS_TIMEOUT_SECONDS"
+    )
+    merge_policy: _Name = Field(None, validation_alias="MEMLAB_MERGE_POLICY")
+    llm_model: Optional[str] = Field(None, validation_alias="LLM_MODEL")
+    llm_api_key: Optional[SecretStr] = Field(None, validation_alias="LLM_API_KEY")
+    llm_offline_latency_ms: _Number = Field(
+        None, ge=0.0, le=MAX_SECONDS * 1000, allow_inf_nan=False, validation_alias="MEMLAB_OFFLINE_LATENCY_MS"
+    )
+    embedding_model: Optional[str] = Field(None, validation_alias="EMBEDDING_MODEL")
+    embedding_api_key: Optional[SecretStr] = Field(None, validation_alias="EMBEDDING_API_KEY")
+    graph_chunk_size: _Whole = Field(None, ge=16, le=MAX_CHUNK_TOKENS, validation_alias="MEMLAB_CHUNK_SIZE")
+    graph_chunk_overlap: _Whole = Field(None, ge=0, le=MAX_CHUNK_TOKENS, validation_alias="MEMLAB_CHUNK_OVERLAP")
+    graph_extraction_concurrency: _Whole = Field(None, ge=1, le=256, validation_alias="MEMLAB_EXTRACTION_CONCURRENCY")
+    # the recall guards fail open: an unreadable value keeps its default
+    recall_warmup_shortcircuit: Annotated[_Flag, _FailOpen] = Field(None, validation_alias="RECALL_WARMUP_SHORTCIRCUIT")
+    recall_warmup_threshold: Annotated[Optional[int], _FailOpen] = Field(None, ge=0, validation_alias="RECALL_WARMUP_THRESHOLD")
+    recall_warmup_cache_ttl_seconds: Annotated[Optional[float], _FailOpen] = Field(
+        None, ge=0.0, le=MAX_SECONDS, allow_inf_nan=False, validation_alias="RECALL_WARMUP_CACHE_TTL"
+    )
+    recall_skill_gate_enabled: Annotated[Optional[bool], BeforeValidator(_skill_gate_on)] = Field(
+        None, validation_alias="SKILL_GATE_ENABLED"
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The environment (or the given mapping), then the dotenv files: the first one wins."""
+        environ = _GIVEN_ENVIRON.get()
+        if environ is not None:
+            env_settings = _MappingEnvSource(settings_cls, environ)
+        return env_settings, dotenv_settings
+
+    def stack_config(self) -> StackConfig:
+        """The :class:`StackConfig` of the variables that are set; every error names its variable."""
         values: dict[str, Any] = {}
-        for name, key, parse in (
-            ("RECALL_WARMUP_SHORTCIRCUIT", "warmup_shortcircuit", lambda raw: self.flag("RECALL_WARMUP_SHORTCIRCUIT", True)),
-            ("RECALL_WARMUP_THRESHOLD", "warmup_threshold", lambda raw: int(raw)),
-            ("RECALL_WARMUP_CACHE_TTL", "warmup_cache_ttl_seconds", float),
-            ("SKILL_GATE_ENABLED", "skill_gate_enabled", lambda raw: skill_gate_enabled(self.env)),
-        ):
-            raw = self.env.get(name)
-            if raw is None or not raw.strip():
-                continue
+        sections: dict[str, dict[str, Any]] = {}
+        for name, value in self:
+            if value is not None:
+                path = _config_path(name)
+                if len(path) == 1:
+                    values[path[0]] = value
+                else:
+                    sections.setdefault(path[0], {})[path[1]] = value
+        problems: list[tuple[tuple[Any, ...], str, Any]] = []
+        for section, fields in sections.items():
             try:
-                values[key] = parse(raw)
-                RecallConfig(**{key: values[key]})
-            except (ValueError, ConfigError):
-                values.pop(key, None)
-        return RecallConfig(**values)
+                values[section] = cast("type[_Section]", StackConfig.model_fields[section].annotation)(**fields)
+            except ConfigError as exc:
+                problems.extend(((section, *loc), message, value) for loc, message, value in _problems(exc))
+        if not problems:
+            try:
+                return StackConfig(**values)
+            except ConfigError as exc:
+                problems = _problems(exc)
+        raise ConfigError(f"{_FROM_ENV}: {'; '.join(_config_problem(*problem) for problem in problems)}")
 
-    def abandon_after(self) -> float:
-        """SESSION_ABANDON_AFTER_SECONDS: invalid or empty falls back to 1800 (seed rule)."""
-        try:
-            value = float(self.env.get("SESSION_ABANDON_AFTER_SECONDS", "1800"))
-        except ValueError:
-            return 1800.0
-        return value if math.isfinite(value) and 0 < value <= MAX_SECONDS else 1800.0
+
+class _MappingEnvSource(EnvSettingsSource):
+    """pydantic-settings' environment source, reading a given mapping instead of ``os.environ``."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, Optional[str]]:
+        # the hook DotEnvSettingsSource overrides too; as EnvSettingsSource reads os.environ for
+        # case-insensitive settings: names folded to lower case, empty values ignored
+        return {key.lower(): value for key, value in self._environ.items() if not (self.env_ignore_empty and value == "")}
+
+
+def _config_path(name: str) -> tuple[str, ...]:
+    """The StackConfig field an ``_EnvSettings`` field fills: ``cache_port`` -> ``("cache", "port")``."""
+    section, _, field = name.partition("_")
+    return (section, field) if field and section in StackConfig.model_fields else (name,)
+
+
+#: StackConfig field path -> the variable that sets it
+_VARIABLES: dict[tuple[str, ...], str] = {
+    _config_path(name): str(field.validation_alias) for name, field in _EnvSettings.model_fields.items()
+}
+#: variable -> its ``_EnvSettings`` field
+_ENV_FIELDS: dict[str, FieldInfo] = {str(field.validation_alias): field for field in _EnvSettings.model_fields.values()}
+
+
+def _expected_number(field: FieldInfo) -> Optional[str]:
+    """``"a whole number from 1 to 65,535"``, from a numeric field's bounds; None for other fields."""
+    bounds = {key: getattr(meta, key) for meta in field.metadata for key in ("ge", "le") if getattr(meta, key, None) is not None}
+    if len(bounds) < 2:
+        return None
+    kind = "whole number" if int in get_args(field.annotation) else "number"
+    return f"a {kind} from {_show(bounds['ge'])} to {_show(bounds['le'])}"
+
+
+def _env_problem(error: Mapping[str, Any]) -> str:
+    """One ``_EnvSettings`` error as a sentence naming the variable (and the range of a number)."""
+    variable = str(error["loc"][0]).upper() if error["loc"] else "the environment"
+    expected = _expected_number(_ENV_FIELDS[variable]) if variable in _ENV_FIELDS else None
+    if expected:
+        return f"{variable} must be {expected}, got {error.get('input')!r}"
+    if error["type"] == "value_error":
+        return f"{variable} {error['ctx']['error']}, got {error.get('input')!r}"
+    return f"{variable}: {error['msg']} (got {error.get('input')!r})"
+
+
+def _problems(exc: ConfigError) -> list[tuple[tuple[Any, ...], str, Any]]:
+    """The (location, message, value) problems of a section's ConfigError."""
+    return list(getattr(exc, "problems", None) or [((), str(exc), None)])
+
+
+def _config_problem(loc: tuple[Any, ...], message: str, value: Any) -> str:
+    """One StackConfig error of :meth:`StackConfig.from_env`, naming the variable(s) it is about."""
+    message = message.removeprefix("Value error, ")
+    variable = _VARIABLES.get(tuple(loc[:2])) or _VARIABLES.get(tuple(loc[:1]))
+    if variable:
+        return f"{message if variable in message else f'{variable}: {message}'} (got {value!r})"
+    # a rule across fields (chunk overlap below chunk size): name the variables of the fields it mentions
+    named = [
+        variable
+        for path, variable in _VARIABLES.items()
+        if path[: len(loc)] == tuple(loc) and re.search(rf"\b{re.escape(path[-1])}\b", message)
+    ]
+    return f"{', '.join(named) or '.'.join(map(str, loc)) or 'config'}: {message}"
 
 
 def _show(bound: float) -> str:

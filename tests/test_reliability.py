@@ -278,6 +278,19 @@ def test_bad_environment_values_name_the_variable(variable, value):
 
 
 @pytest.mark.parametrize(
+    "variable, value",
+    [("CACHE_PORT", "inf"), ("CACHE_PORT", "80.5"), ("SESSION_TTL_SECONDS", "1e308"), ("CACHING", "maybe"),
+     ("CACHE_DB_URL", "mysql://h/db"), ("CACHE_BACKEND", "mongo")],
+)
+def test_bad_dotenv_values_name_the_variable(tmp_path, variable, value):
+    env_file = tmp_path / ".env"
+    env_file.write_text(f"{variable.lower()}={value}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=variable):
+        StackConfig.from_env({}, env_file=env_file)
+    assert StackConfig.from_env({variable: ""}, env_file=tmp_path / "absent.env") == StackConfig()
+
+
+@pytest.mark.parametrize(
     "build",
     [
         lambda: CacheConfig(port=0),

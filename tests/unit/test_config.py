@@ -129,3 +129,169 @@ def test_build_every_registered_backend(tmp_path):
     assert isinstance(tapes, TapesCache)
     with pytest.raises(ConfigError, match="CACHE_DB_URL"):
         build_cache_backend(StackConfig(cache=CacheConfig(backend="postgres")), clock)
+
+
+# -- environment reading (pydantic-settings), .env files and precedence ---------------------------
+
+
+def _dotenv(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_every_settings_field_fills_a_stack_config_field():
+    from memlab.config import _EnvSettings, _config_path
+
+    for name, field in _EnvSettings.model_fields.items():
+        path = _config_path(name)
+        target = StackConfig.model_fields[path[0]]
+        if len(path) == 2:
+            assert path[1] in target.annotation.model_fields, (name, path)
+        assert str(field.validation_alias).isupper(), name
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [("true", True), ("FALSE", False), ("1", True), ("0", False), ("yes", True), ("No", False), ("on", True),
+     (" OFF ", False), ("", True), ("   ", True)],
+)
+def test_flags_accept_the_six_words_and_blank_means_default(raw, expected):
+    assert StackConfig.from_env({"CACHING": raw}).cache.enabled is expected
+    assert StackConfig.from_env({"AUTO_FEEDBACK": raw}).analysis.auto_feedback is expected
+
+
+@pytest.mark.parametrize("raw", ["t", "y", "2", "maybe", "enabled"])
+def test_other_flag_words_are_config_errors_naming_the_variable(raw):
+    with pytest.raises(ConfigError, match="CACHE_SSL must be true or false"):
+        StackConfig.from_env({"CACHE_SSL": raw})
+
+
+def test_empty_and_blank_values_keep_the_defaults():
+    blank = {name: "" for name in ("CACHE_BACKEND", "CACHE_HOST", "CACHE_PORT", "CACHE_USERNAME", "CACHE_PASSWORD",
+                                   "SESSION_TTL_SECONDS", "LLM_MODEL", "MEMLAB_DATA_ROOT", "MEMLAB_CHUNK_SIZE")}
+    assert StackConfig.from_env(blank) == StackConfig()
+    spaces = {"CACHE_BACKEND": "  ", "CACHE_PORT": " ", "SESSION_TTL_SECONDS": "\t", "MEMLAB_CHUNK_SIZE": " "}
+    assert StackConfig.from_env(spaces) == StackConfig()
+
+
+def test_number_errors_name_the_variable_and_the_range():
+    with pytest.raises(ConfigError, match=r"CACHE_PORT must be a whole number from 1 to 65,535, got '99999'"):
+        StackConfig.from_env({"CACHE_PORT": "99999"})
+    with pytest.raises(ConfigError, match=r"MEMLAB_ANALYSIS_TIMEOUT_SECONDS must be a number from 0.001 to 3,153,600,000"):
+        StackConfig.from_env({"MEMLAB_ANALYSIS_TIMEOUT_SECONDS": "0"})
+    assert StackConfig.from_env({"CACHE_PORT": " 7000 ", "MEMLAB_CHUNK_SIZE": "256.0"}).cache.port == 7000
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"CACHE_PORT": "nope", "SESSION_TTL_SECONDS": "-1", "CACHING": "maybe"},  # unreadable values
+        {"CACHE_BACKEND": "mongo", "LLM_MODEL": " ", "MEMLAB_TTL_POLICY": "forever"},  # readable, but invalid
+    ],
+)
+def test_every_bad_variable_is_reported_at_once(env):
+    with pytest.raises(ConfigError) as info:
+        StackConfig.from_env(env)
+    for variable in env:
+        assert variable in str(info.value)
+
+
+def test_a_rule_across_fields_names_both_variables():
+    with pytest.raises(ConfigError, match="MEMLAB_CHUNK_SIZE, MEMLAB_CHUNK_OVERLAP: chunk_overlap"):
+        StackConfig.from_env({"MEMLAB_CHUNK_SIZE": "32", "MEMLAB_CHUNK_OVERLAP": "32"})
+
+
+@pytest.mark.parametrize(
+    "variable, raw",
+    [("RECALL_WARMUP_SHORTCIRCUIT", "perhaps"), ("RECALL_WARMUP_THRESHOLD", "-3"), ("RECALL_WARMUP_THRESHOLD", "x"),
+     ("RECALL_WARMUP_CACHE_TTL", "nan"), ("RECALL_WARMUP_CACHE_TTL", "-1"), ("RECALL_WARMUP_CACHE_TTL", "1e300")],
+)
+def test_recall_guards_fail_open(variable, raw):
+    assert StackConfig.from_env({variable: raw}).recall == StackConfig().recall
+
+
+def test_recall_guards_read_valid_values():
+    recall = StackConfig.from_env(
+        {"recall_warmup_shortcircuit": "off", "RECALL_WARMUP_THRESHOLD": " 3 ", "RECALL_WARMUP_CACHE_TTL": "5.5", "SKILL_GATE_ENABLED": "NO"}
+    ).recall
+    assert (recall.warmup_shortcircuit, recall.warmup_threshold, recall.warmup_cache_ttl_seconds, recall.skill_gate_enabled) == (
+        False, 3, 5.5, False
+    )
+
+
+@pytest.mark.parametrize("raw", ["false", "0", "no", " No ", "true", "1", "", "off", "garbage"])
+def test_skill_gate_variable_follows_skill_gate_enabled(raw):
+    from memlab.config import skill_gate_enabled
+
+    assert StackConfig.from_env({"SKILL_GATE_ENABLED": raw}).recall.skill_gate_enabled is skill_gate_enabled({"SKILL_GATE_ENABLED": raw})
+
+
+@pytest.mark.parametrize("raw", ["0", "-5", "nan", "inf", "1e300", "soon", " "])
+def test_abandon_threshold_never_raises(raw):
+    assert StackConfig.from_env({"SESSION_ABANDON_AFTER_SECONDS": raw}).session.abandon_after_seconds == 1800
+
+
+def test_a_given_mapping_ignores_os_environ_and_dotenv(monkeypatch, tmp_path):
+    monkeypatch.setenv("CACHE_PORT", "not a port")
+    monkeypatch.setenv("CACHE_BACKEND", "memory")
+    _dotenv(tmp_path / ".env", "CACHE_HOST=from-dotenv\n")
+    monkeypatch.chdir(tmp_path)
+    config = StackConfig.from_env({"MEMLAB_DATA_ROOT": str(tmp_path)})
+    assert (config.cache.port, config.cache.backend, config.cache.host) == (6379, "sqlite", "localhost")
+    assert config.data_root == tmp_path
+
+
+def test_no_dotenv_file_is_read_unless_asked(monkeypatch, tmp_path):
+    _dotenv(tmp_path / ".env", "CACHE_BACKEND=memory\nCACHE_PORT=not a port\n")
+    monkeypatch.chdir(tmp_path)
+    for name in ("CACHE_BACKEND", "CACHE_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    assert StackConfig.from_env().cache.backend == "sqlite"
+    assert StackConfig.from_env({}).cache.backend == "sqlite"
+
+
+def test_from_env_reads_a_dotenv_file(tmp_path):
+    env_file = _dotenv(
+        tmp_path / "memlab.env",
+        "# memlab settings\n"
+        "CACHE_BACKEND=Memory\n"
+        "cache_port=7000\n"
+        "export CACHE_SSL=on\n"
+        'CACHE_PASSWORD="s3cret"\n'
+        "SESSION_TTL_SECONDS=60  # a minute\n"
+        "CACHE_HOST=\n"
+        "UNRELATED_SETTING=ignored\n",
+    )
+    config = StackConfig.from_env({}, env_file=env_file)
+    assert (config.cache.backend, config.cache.port, config.cache.ssl, config.ttl.seconds) == ("memory", 7000, True, 60)
+    assert config.cache.password.get_secret_value() == "s3cret" and "s3cret" not in repr(config)
+    assert config.cache.host == "localhost"  # empty in the file: the default
+    assert StackConfig.from_env({}, env_file=str(env_file)) == config  # a str path too
+
+
+def test_os_environ_takes_precedence_over_the_dotenv_file(monkeypatch, tmp_path):
+    env_file = _dotenv(tmp_path / ".env", "CACHE_BACKEND=memory\nCACHE_PORT=7000\nCACHE_HOST=file-host\n")
+    monkeypatch.setenv("cache_port", "7001")  # names are case-insensitive in both places
+    monkeypatch.setenv("CACHE_HOST", "")  # empty counts as unset: the file's value applies
+    monkeypatch.delenv("CACHE_BACKEND", raising=False)
+    config = StackConfig.from_env(env_file=env_file)
+    assert (config.cache.backend, config.cache.port, config.cache.host) == ("memory", 7001, "file-host")
+
+
+def test_a_given_mapping_takes_precedence_over_the_dotenv_file(tmp_path):
+    env_file = _dotenv(tmp_path / ".env", "CACHE_BACKEND=memory\nCACHE_PORT=7000\n")
+    config = StackConfig.from_env({"Cache_Port": "7002"}, env_file=env_file)
+    assert (config.cache.backend, config.cache.port) == ("memory", 7002)
+
+
+def test_later_dotenv_files_win_and_missing_ones_are_skipped(tmp_path):
+    base = _dotenv(tmp_path / "base.env", "CACHE_BACKEND=memory\nCACHE_PORT=7000\n")
+    local = _dotenv(tmp_path / "local.env", "CACHE_PORT=7003\n")
+    config = StackConfig.from_env({}, env_file=[base, tmp_path / "missing.env", local])
+    assert (config.cache.backend, config.cache.port) == ("memory", 7003)
+    assert StackConfig.from_env({}, env_file=tmp_path / "missing.env") == StackConfig()
+
+
+def test_bad_dotenv_values_name_the_variable(tmp_path):
+    with pytest.raises(ConfigError, match="MEMLAB_CHUNK_SIZE must be a whole number from 16"):
+        StackConfig.from_env({}, env_file=_dotenv(tmp_path / ".env", "memlab_chunk_size=8\n"))
