@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[output],
         help="cache backend throughput",
         description="Appends, last-10 reads, keyword recall, multi-session appends and storage per cache backend, "
-        "each beside the raw ceiling of its store (raw-sqlite, raw-redis, raw-postgres, raw-diskcache). "
+        "each beside the raw ceiling of its store (raw-sqlite, raw-redis, raw-diskcache; postgres beside raw-postgres-equal-work, "
+        "the statements its contract needs, and raw-postgres, the bare statements). "
         "redis/postgres run when MEMLAB_TEST_REDIS_URL / MEMLAB_TEST_POSTGRES_URL are set. Medians of the repeats.",
     )
     cache.add_argument(

@@ -1,7 +1,7 @@
 """How one repeat is measured: the workload, and the loop that drives subjects through it.
 
-:func:`measure_subjects` runs one repeat on one or two open
-:class:`~memlab.bench._stores.Subject` objects (a backend and its raw ceiling),
+:func:`measure_subjects` runs one repeat on open
+:class:`~memlab.bench._stores.Subject` objects (a backend and its raw ceilings),
 side by side in alternating blocks of :data:`BLOCK` calls; see
 :mod:`memlab.bench.cache` for what each operation is.
 """
@@ -193,9 +193,11 @@ async def measure_subjects(
 ) -> list[tuple[dict[str, Any], dict | None]]:
     """One repeat on **open** subjects: per subject ``({operation: (ops_per_s, info)}, storage or None)``.
 
-    Two subjects (a backend and its ceiling) run each operation side by side in
-    alternating blocks of :data:`BLOCK` calls, each timed on its own clock, so a
-    burst of load on a shared machine lands on both alike. Every subject deletes
+    The subjects (a backend and its ceilings) run each operation side by side in
+    blocks of :data:`BLOCK` calls, each timed on its own clock, so a burst of
+    load on a shared machine lands on all alike. The order flips every block
+    (``a b c``, then ``c b a``), so each pair of subjects runs in either order
+    equally often. Every subject deletes
     what it wrote (:meth:`Subject.cleanup`) before this returns, also on failure.
 
     ``storage`` holds the bytes gained over the repeat (``bytes``), the physical file

@@ -7,6 +7,8 @@ MEMLAB_TEST_POSTGRES_URL are set (skipped otherwise, failed under CI=true).
 
 from __future__ import annotations
 
+import json
+import time
 import uuid
 
 import pytest
@@ -14,7 +16,7 @@ import pytest
 from memlab import config
 from memlab.bench import cache as bench
 from memlab.bench._measure import Workload, blocks
-from memlab.bench._stores import RawDiskcache, RawPostgres, RawRedis, RawSQLite
+from memlab.bench._stores import RAW_TTL_SECONDS, RawDiskcache, RawPostgres, RawPostgresEqualWork, RawRedis, RawSQLite
 from memlab.bench._usage import FileProbe, PostgresProbe, RedisProbe, asyncpg_dsn
 from memlab.bench.cache import (
     BackendSkipped,
@@ -72,8 +74,9 @@ def test_default_backends_are_every_registered_one_but_tapes_without_its_url():
 def test_unregistered_backend_and_ceilings_are_skipped(tmp_path):
     with pytest.raises(BackendSkipped, match="not registered"):
         bench_config("no_such_backend", tmp_path, environ={})
-    with pytest.raises(BackendSkipped, match="ceiling"):
-        bench_config("raw-redis", tmp_path, environ={})
+    for ceiling in ("raw-redis", "raw-postgres", "raw-postgres-equal-work"):
+        with pytest.raises(BackendSkipped, match="ceiling"):
+            bench_config(ceiling, tmp_path, environ={})
 
 
 def test_server_backend_without_url_is_skipped(tmp_path):
@@ -87,6 +90,11 @@ def test_server_backend_without_url_is_skipped(tmp_path):
         bench_config("postgres", tmp_path, environ={"CACHE_DB_URL": "sqlite:///x.db"})
     with pytest.raises(BackendSkipped, match="MEMLAB_TEST_REDIS_URL"):
         open_subject("raw-redis", tmp_path, environ={})
+    for ceiling in ("raw-postgres", "raw-postgres-equal-work"):
+        with pytest.raises(BackendSkipped, match="MEMLAB_TEST_POSTGRES_URL or CACHE_DB_URL"):
+            open_subject(ceiling, tmp_path, environ={})
+    url = "postgresql+asyncpg://postgres@127.0.0.1:5433/memlab_test"
+    assert isinstance(open_subject("raw-postgres-equal-work", tmp_path, {"MEMLAB_TEST_POSTGRES_URL": url}), RawPostgresEqualWork)
 
     redis = bench_config("redis", tmp_path, environ={"MEMLAB_TEST_REDIS_URL": "redis://u:p%40ss@127.0.0.1:6390/0"})
     assert (redis.cache.backend, redis.cache.host, redis.cache.port, redis.cache.username) == ("redis", "127.0.0.1", 6390, "u")
@@ -168,6 +176,59 @@ def test_backends_are_judged_against_their_ceiling_repeat_by_repeat():
     assert by[("redis", "multi_append")]["status"] is None and by[("redis", "multi_append")]["of_raw"] == pytest.approx(0.9)
     assert "of_raw" not in by[("redis", "recall")]
     assert "of_raw" not in by[("raw-redis", "append")]
+
+
+def test_postgres_ceilings_are_equal_work_judged_and_bare_unjudged():
+    assert bench.ceilings_of("postgres") == ("raw-postgres-equal-work", "raw-postgres")
+    assert bench.ceilings_of("redis") == ("raw-redis",)
+    assert bench.RAW_OF["postgres"] == "raw-postgres-equal-work" and bench.CONTRACT_COST_OF == {"postgres": "raw-postgres"}
+    assert bench.RAW_TARGETS[("postgres", "append")] == bench.RAW_TARGETS[("postgres", "read_last_10")] == 0.85
+
+    spec = CacheBenchSpec(repeats=2)
+    ours = [_fake_repeat(a, r, 1, 1e-4, 1e-4) for a, r in ((900, 800), (1800, 1600))]
+    equal = [_fake_repeat(a, r, 1, 1e-4, 1e-4) for a, r in ((1000, 1000), (2000, 2000))]
+    bare = [_fake_repeat(a, r, 1, 1e-4, 1e-4) for a, r in ((2000, 1600), (4000, 3200))]
+    for repeat in equal + bare:
+        del repeat["recall"]
+    rows = (
+        bench._rows_for("postgres", spec, ours, [None] * 2)
+        + bench._rows_for("raw-postgres-equal-work", spec, equal, [None] * 2)
+        + bench._rows_for("raw-postgres", spec, bare, [None] * 2)
+    )
+    bench._judge_against_raw(rows)
+    by = {(row["backend"], row["operation"]): row["extra"] for row in rows}
+    append, read = by[("postgres", "append")], by[("postgres", "read_last_10")]
+    assert append["raw"] == "raw-postgres-equal-work" and append["of_raw"] == pytest.approx(0.9)
+    assert append["target_of_raw"] == 0.85 and append["status"] == "PASS"
+    assert read["of_raw"] == pytest.approx(0.8) and read["target_of_raw"] == 0.85 and read["status"] == "MISS"
+    assert append["bare"] == "raw-postgres" and append["of_bare"] == pytest.approx(0.45)
+    assert by[("raw-postgres-equal-work", "append")]["of_bare"] == pytest.approx(0.5)
+    assert "status" not in by[("postgres", "multi_append")] or by[("postgres", "multi_append")]["status"] is None
+    for op in ("append", "read_last_10", "multi_append"):
+        for ceiling in ("raw-postgres-equal-work", "raw-postgres"):
+            assert by[(ceiling, op)].get("target") is None and by[(ceiling, op)].get("status") is None
+            assert "target_of_raw" not in by[(ceiling, op)] and "of_raw" not in by[(ceiling, op)]
+        assert by[("raw-postgres", op)]["role"] == "contract cost"
+        assert "role" not in by[("raw-postgres-equal-work", op)]
+
+    table = format_table(rows, spec)
+    throughput = table.split("\n\n")[1]  # the first table, before the flatness and storage ones
+    lines = {
+        f"{line.split()[0]} {op}": line
+        for line in throughput.splitlines()
+        for op, label in (("append", "append (1 session)"), ("read", "read last 10"))
+        if label in line
+    }
+    assert "90%" in lines["postgres append"] and ">= 0.85× raw" in lines["postgres append"] and lines["postgres append"].endswith("PASS")
+    assert lines["postgres read"].endswith("MISS")
+    assert "none (contract cost)" in lines["raw-postgres append"]
+    assert not lines["raw-postgres append"].endswith(("PASS", "MISS"))
+    assert not lines["raw-postgres-equal-work append"].endswith(("PASS", "MISS"))
+    assert "contract cost (raw-postgres, bare statements; no target): postgres at 45% / 50%, raw-postgres-equal-work at 50% / 62%" in table
+    assert "postgres of raw-postgres-equal-work" in table
+    frame = to_frame(rows)
+    assert frame.loc[(frame.backend == "postgres") & (frame.operation == "append"), "target"].item() == ">= 0.85× raw"
+    assert frame.loc[(frame.backend == "raw-postgres") & (frame.operation == "append"), "target"].item() == "none (contract cost)"
 
 
 # -- whole runs ------------------------------------------------------------------------
@@ -317,6 +378,142 @@ async def test_raw_postgres_ceiling_drops_its_table():
         assert await conn.fetchval("SELECT to_regclass($1)", subject.table) is None
     finally:
         await conn.close()
+
+
+async def _columns_and_indexes(conn, schema: str, table: str) -> tuple[list, list]:
+    columns = await conn.fetch(
+        "SELECT column_name, data_type, character_maximum_length, is_nullable, column_default IS NOT NULL AS has_default "
+        "FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position",
+        schema,
+        table,
+    )
+    indexes = await conn.fetch(
+        "SELECT i.indisunique, i.indisprimary, array_agg(a.attname::text ORDER BY k.ord) AS cols "
+        "FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
+        "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum "
+        "WHERE n.nspname = $1 AND c.relname = $2 GROUP BY i.indexrelid, i.indisunique, i.indisprimary ORDER BY 3, 1, 2",
+        schema,
+        table,
+    )
+    return [tuple(row) for row in columns], [tuple(row) for row in indexes]
+
+
+@pytest.mark.server
+async def test_raw_postgres_equal_work_has_memlabs_tables_and_drops_its_schema(tmp_path):
+    import asyncpg
+
+    url = server_url("MEMLAB_TEST_POSTGRES_URL")
+    memlab = open_subject("postgres", tmp_path, {"MEMLAB_TEST_POSTGRES_URL": url})
+    await memlab.open()  # memlab's own tables, at the newest migration
+    subject = RawPostgresEqualWork(url, "bench-u")
+    await subject.open()
+    conn = await asyncpg.connect(asyncpg_dsn(url))
+    try:
+        for table in ("cache_qa_entries", "cache_session_state"):
+            ours = await _columns_and_indexes(conn, subject.schema, table)
+            assert ours == await _columns_and_indexes(conn, "public", table), table
+            assert ours[0] and ours[1]
+        settings = {name: await subject._conn.fetchval(f"SHOW {name}") for name in ("enable_seqscan", "plan_cache_mode")}
+        assert settings == {"enable_seqscan": "off", "plan_cache_mode": "force_generic_plan"}  # memlab's connections' settings
+    finally:
+        await subject.close()
+        await memlab.close()
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM pg_namespace WHERE nspname = $1", subject.schema) == 0
+        await _check_raw(RawPostgresEqualWork(url, "bench-u"))
+    finally:
+        await conn.close()
+
+
+@pytest.mark.server
+async def test_raw_postgres_equal_work_does_the_contracts_work():
+    import asyncio
+
+    import asyncpg
+
+    url = server_url("MEMLAB_TEST_POSTGRES_URL")
+    work = Workload.make(TINY)
+    subject = RawPostgresEqualWork(url, f"bench-test-{uuid.uuid4().hex[:12]}")
+    await subject.open()
+    other = await asyncpg.connect(asyncpg_dsn(url))
+    qa, state = subject.tables
+    ids = "user_id = $1 AND session_id = 's'"
+    try:
+        for i in range(3):
+            await subject.append("s", i, "q", "a", work.payloads[i])
+        before = time.time()
+        row = await other.fetchrow(f"SELECT expires_at, epoch FROM {state} WHERE {ids} AND kind = 'qa'", subject.user)
+        assert before + RAW_TTL_SECONDS - 60 < row["expires_at"] <= before + RAW_TTL_SECONDS  # a real expiry, 7 days out
+        stored = await other.fetch(f"SELECT qa_id, payload FROM {qa} WHERE {ids} ORDER BY seq", subject.user)
+        assert [r["payload"] for r in stored] == work.payloads[:3]  # the byte-identical payloads
+        assert [r["qa_id"] for r in stored] == [json.loads(p)["qa_id"] for p in work.payloads[:3]]  # the payload's own UUID
+
+        with pytest.raises(asyncpg.UniqueViolationError):  # the unique (user, session, qa_id) is enforced
+            await subject.append("s", 9, "q", "a", work.payloads[0])
+
+        # the ordering lock: an append waits for a transaction holding the state row (as memlab's general path does)
+        async with other.transaction():
+            await other.execute(f"SELECT 1 FROM {state} WHERE {ids} AND kind = 'qa' FOR UPDATE", subject.user)
+            blocked = asyncio.ensure_future(subject.append("s", 3, "q", "a", work.payloads[3]))
+            await asyncio.sleep(0.3)
+            assert not blocked.done()
+        await blocked
+        assert _texts(await subject.read_last_10("s")) == work.payloads[:4]
+
+        # the liveness check: once the expiry passes the session reads empty, and the next append starts it afresh
+        await other.execute(f"UPDATE {state} SET expires_at = $2 WHERE {ids}", subject.user, time.time() - 1)
+        assert await subject.read_last_10("s") == []
+        await subject.append("s", 4, "q", "a", work.payloads[4])
+        assert _texts(await subject.read_last_10("s")) == [work.payloads[4]]
+        fresh = await other.fetchrow(f"SELECT expires_at, epoch FROM {state} WHERE {ids}", subject.user)
+        assert fresh["expires_at"] > time.time() + RAW_TTL_SECONDS - 60 and fresh["epoch"] != row["epoch"]
+
+        # a lagging expiry (older than the 5 % slack) is re-stamped by the next append
+        await other.execute(f"UPDATE {state} SET expires_at = $2 WHERE {ids}", subject.user, time.time() + RAW_TTL_SECONDS * 0.9)
+        await subject.append("s", 5, "q", "a", work.payloads[5])
+        assert await other.fetchval(f"SELECT expires_at FROM {state} WHERE {ids}", subject.user) > time.time() + RAW_TTL_SECONDS * 0.99
+        await subject.cleanup(["s"])
+        assert await other.fetchval(f"SELECT count(*) FROM {qa}") == await other.fetchval(f"SELECT count(*) FROM {state}") == 0
+    finally:
+        await other.close()
+        await subject.close()
+
+
+@pytest.mark.server
+async def test_postgres_runs_beside_its_equal_work_and_bare_ceilings():
+    import asyncpg
+
+    url = server_url("MEMLAB_TEST_POSTGRES_URL")
+    spec = CacheBenchSpec(backends=("postgres",), repeats=2, n=30, sessions=3, per_session=2)
+    lines = []
+    rows = await bench_cache(spec, environ={"MEMLAB_TEST_POSTGRES_URL": url}, progress=lines.append)
+    assert lines == [f"postgres + raw-postgres-equal-work + raw-postgres: repeat {r}/2" for r in (1, 2)]
+    assert skipped_backends(rows) == {}
+    by = {(row["backend"], row["operation"]): row for row in rows}
+    for op in ("append", "read_last_10"):
+        extra = by[("postgres", op)]["extra"]
+        assert extra["raw"] == "raw-postgres-equal-work" and extra["of_raw"] > 0
+        assert extra["target_of_raw"] == 0.85 and extra["status"] in ("PASS", "MISS")
+        assert extra["bare"] == "raw-postgres" and extra["of_bare"] > 0
+        assert by[("raw-postgres-equal-work", op)]["extra"]["of_bare"] > 0
+    for ceiling in ("raw-postgres-equal-work", "raw-postgres"):
+        for op in ("append", "read_last_10", "multi_append"):
+            extra = by[(ceiling, op)]["extra"]
+            assert by[(ceiling, op)]["ops_per_s"] > 0 and len(extra["runs"]) == 2
+            assert extra.get("status") is None and "target_of_raw" not in extra
+        assert (ceiling, "recall") not in by
+        assert by[(ceiling, "storage")]["extra"]["bytes"] > 0
+    assert by[("raw-postgres", "append")]["extra"]["role"] == "contract cost"
+    table = format_table(rows, spec)
+    for text in ("raw-postgres-equal-work", ">= 0.85× raw", "none (contract cost)", "contract cost (raw-postgres"):
+        assert text in table
+    conn = await asyncpg.connect(asyncpg_dsn(url))
+    try:
+        left = await conn.fetchval("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'bench\\_eq\\_%'")
+    finally:
+        await conn.close()
+    assert left == 0  # every repeat's schema was dropped
 
 
 async def test_file_probe_sees_wal_content_and_files(tmp_path):
