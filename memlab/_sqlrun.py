@@ -36,12 +36,13 @@ import hashlib
 import random
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from memlab.exceptions import ConfigError
 
@@ -88,7 +89,7 @@ class CompiledStatements:
     def __init__(self, dialect: Any, statements: dict[str, ClauseElement]) -> None:
         self._compiled: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {}
         for name, statement in statements.items():
-            compiled = statement.compile(dialect=dialect)
+            compiled = cast(SQLCompiler, statement.compile(dialect=dialect))
             defaults = {key: value for key, value in compiled.params.items() if not compiled.binds[key].required}
             self._compiled[name] = (compiled.string, tuple(compiled.positiontup or ()), defaults)
 
@@ -156,9 +157,9 @@ class SQLiteRunner:
         self._statement_defs = statements
         self.statements: CompiledStatements | None = None
         self._inline: sqlite3.Connection | None = None
-        self._async_engine = None
-        self._async_conn = None
-        self._slow_lock: asyncio.Lock | None = None
+        self._async_engine: Any = None
+        self._async_conn: Any = None
+        self._slow_lock = asyncio.Lock()
 
     @staticmethod
     def _configure(dbapi_connection: Any, busy_ms: int) -> None:
@@ -198,7 +199,7 @@ class SQLiteRunner:
 
         self._inline = await asyncio.to_thread(self._connect_inline)
         self.statements = CompiledStatements(sqlite.dialect(), self._statement_defs)
-        self._slow_lock = asyncio.Lock()
+        self._slow_lock = asyncio.Lock()  # bound to the loop that opens the store
 
     async def _slow_connection(self):
         if self._async_conn is None:
@@ -213,18 +214,19 @@ class SQLiteRunner:
 
     async def run(self, fn: Callable[[DB], T], *, write: bool, inline: bool = True) -> T:
         """Run ``fn`` in one transaction: inline when uncontended, else off the loop."""
-        if self._inline is None:
+        statements = self.statements
+        if self._inline is None or statements is None:
             raise RuntimeError(f"SQLite store {self.path} is not open")
         if inline:
             try:
-                return _sqlite_transaction(self._inline, self.statements, fn, write)
+                return _sqlite_transaction(self._inline, statements, fn, write)
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):
                     raise
         async with self._slow_lock:
             conn = await self._slow_connection()
             return await conn.run_sync(
-                lambda sync_conn: _sqlite_transaction(sync_conn.connection.dbapi_connection, self.statements, fn, write)
+                lambda sync_conn: _sqlite_transaction(sync_conn.connection.dbapi_connection, statements, fn, write)
             )
 
     async def execute(self, name: str, params: dict[str, Any], *, write: bool) -> list[tuple]:
@@ -252,7 +254,7 @@ class SQLiteRunner:
 # -- PostgreSQL ----------------------------------------------------------------------
 
 
-def _error_chain(exc: BaseException):
+def _error_chain(exc: BaseException | None) -> Iterator[BaseException]:
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -343,9 +345,9 @@ class PostgresRunner:
         self.pool_size = max(1, int(pool_size))
         self.connect_timeout = connect_timeout
         self.command_timeout = command_timeout
-        self._engine = None
+        self._engine: Any = None
         self._idle: list[_Lease] = []
-        self._slots: asyncio.Semaphore | None = None
+        self._slots = asyncio.Semaphore(self.pool_size)
 
     @property
     def display_url(self) -> str:
@@ -363,7 +365,7 @@ class PostgresRunner:
             self.url, pool_size=self.pool_size, max_overflow=2, pool_recycle=1800, connect_args=connect_args
         )
         self.statements = CompiledStatements(self._engine.dialect, self._statement_defs)
-        self._slots = asyncio.Semaphore(self.pool_size)
+        self._slots = asyncio.Semaphore(self.pool_size)  # bound to the loop that opens the store
         try:
             self._checkin(await self._checkout())
         except BaseException:
@@ -434,6 +436,11 @@ class PostgresRunner:
             self._slots.release()
 
     # work
+    def _statements(self) -> CompiledStatements:
+        if self.statements is None:
+            raise RuntimeError(f"PostgreSQL store {self.display_url} is not open")
+        return self.statements
+
     async def _attempts(self, call: Callable[[_Lease], Awaitable[T]]) -> T:
         """``await call(lease)``; on a deadlock / serialization failure, again (whole) after a backoff."""
         attempt = 0
@@ -453,16 +460,17 @@ class PostgresRunner:
 
     async def run(self, fn: Callable[[DB], T], *, write: bool, inline: bool = True) -> T:
         """Run ``fn`` in one transaction (``inline`` is accepted for interface parity)."""
-        return await self._attempts(lambda lease: lease.conn.run_sync(_pg_transaction, lease, self.statements, fn, write))
+        statements = self._statements()
+        return await self._attempts(lambda lease: lease.conn.run_sync(_pg_transaction, lease, statements, fn, write))
 
     async def execute(self, name: str, params: dict[str, Any], *, write: bool) -> list:
         """One named statement, autocommitted: one round trip on the asyncpg connection."""
-        sql, args = self.statements.bind(name, params)
+        sql, args = self._statements().bind(name, params)
         return await self._attempts(lambda lease: lease.driver.fetch(sql, *args))
 
     async def execute_write(self, name: str, params: dict[str, Any]) -> int:
         """One named write, autocommitted in one round trip; the affected row count (no rows sent back)."""
-        sql, args = self.statements.bind(name, params)
+        sql, args = self._statements().bind(name, params)
         status = await self._attempts(lambda lease: lease.driver.execute(sql, *args))
         return int(status.rpartition(" ")[2])
 

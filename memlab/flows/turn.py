@@ -192,6 +192,8 @@ class SessionTurn(TurnPort):
     async def _answer_dual(self, query: str, rewrite: str, scope: RetrievalScope) -> Completion:
         """Both lanes at once; a failed lane is dropped, both failing raises the raw lane's error (SPEC §6.3)."""
         retriever = self.retriever
+        raw: Any
+        rewritten: Any
         raw, rewritten = await asyncio.gather(retriever.retrieve_lane(query, scope), retriever.retrieve_lane(rewrite, scope), return_exceptions=True)
         for outcome in (raw, rewritten):
             if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):

@@ -125,7 +125,9 @@ async def _apply_turn_analysis(
     )
     await manager.add_context_entry(user_id, feedback, session_id=session_id)
     existing = context_entries(await manager.get_context_entries(user_id, session_id=session_id))
-    by_content = {(entry.context_profile, entry.section, entry.normalized_content): entry for entry in existing}
+    by_content: dict[tuple[str, str, str], SessionContextEntry] = {
+        (entry.context_profile, entry.section, entry.normalized_content): entry for entry in existing
+    }
     created: list[str] = []
     reinforced: list[str] = []
     for update in analysis.candidate_context_updates:
@@ -168,14 +170,14 @@ async def _apply_turn_analysis(
     rated: dict[str, str] = {}
     for item in analysis.served_context_ratings:
         verdict = item.verdict.strip().lower()
-        entry = known.get(item.id)
-        if entry is None or verdict not in ("helpful", "harmful"):
+        rated_entry = known.get(item.id)
+        if rated_entry is None or verdict not in ("helpful", "harmful"):
             continue
         counter = f"{verdict}_count"
-        value = getattr(entry, counter) + 1
-        setattr(entry, counter, value)
-        if await manager.update_context_entry(user_id, entry.id, {counter: value}, session_id=session_id):
-            rated[entry.id] = verdict
+        value = getattr(rated_entry, counter) + 1
+        setattr(rated_entry, counter, value)
+        if await manager.update_context_entry(user_id, rated_entry.id, {counter: value}, session_id=session_id):
+            rated[rated_entry.id] = verdict
     return AppliedGuidance(feedback.id, created, reinforced, rated)
 
 

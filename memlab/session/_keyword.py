@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 import re
 from collections import Counter
+from collections.abc import Hashable
 
 from memlab.cache import QALog
 from memlab.models import SessionQAEntry
@@ -34,7 +35,7 @@ class KeywordIndex:
     """
 
     def __init__(self) -> None:
-        self.cursor = None
+        self.cursor: Hashable | None = None
         self.entries: list[SessionQAEntry] = []
         self._postings: dict[str, list[int]] = {}
 

@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 import pydantic
 
@@ -37,6 +37,11 @@ def _check_id(name: str, value: Any) -> str | None:
     """None, or the id as a str (user ids may be ``uuid.UUID``); see :mod:`memlab.validation` for the rule."""
     if value is None:
         return None
+    return _id(name, value)
+
+
+def _id(name: str, value: Any) -> str:
+    """The required id as a str (see :func:`_check_id`)."""
     return check_id(name, value, error=SessionParameterValidationError, allow_uuid=name == "user_id")
 
 
@@ -129,7 +134,7 @@ class SessionManager:
         for name, value in (("question", question), ("answer", answer), ("context", context)):
             check_text(name, value, error=SessionQAEntryValidationError)
 
-        async def write(cache: CacheBackend) -> str:
+        async def write(cache: CacheBackend) -> str | None:
             entry = await cache.create_qa_entry(
                 user,
                 session,
@@ -140,9 +145,32 @@ class SessionManager:
                 used_session_context_ids=used_session_context_ids,
                 memify_metadata=memify_metadata,
             )
-            return entry.qa_id
+            return entry.qa_id  # the cache always assigns one
 
         return await self._fail_open("add_qa", None, write)
+
+    @overload
+    async def get_session(
+        self,
+        user_id: Any,
+        last_n: int | None = None,
+        formatted: Literal[False] = False,
+        session_id: str | None = None,
+        include_context: bool = True,
+        dataset_id: uuid.UUID | None = None,
+    ) -> list[SessionQAEntry]: ...
+
+    @overload
+    async def get_session(
+        self,
+        user_id: Any,
+        last_n: int | None = None,
+        *,
+        formatted: Literal[True],
+        session_id: str | None = None,
+        include_context: bool = True,
+        dataset_id: uuid.UUID | None = None,
+    ) -> str: ...
 
     async def get_session(
         self,
@@ -156,7 +184,8 @@ class SessionManager:
         """The session's turns, oldest first (the last ``last_n`` when given), or their formatted text."""
         check_last_n(last_n)
         user, session = self._ids(user_id, session_id, dataset_id)
-        entries = await self._fail_open("get_session", [], lambda cache: cache.get_latest_qa_entries(user, session, last_n))
+        no_entries: list[SessionQAEntry] = []
+        entries = await self._fail_open("get_session", no_entries, lambda cache: cache.get_latest_qa_entries(user, session, last_n))
         if formatted:
             return self.format_entries(entries, include_context=include_context)
         return entries
@@ -182,7 +211,7 @@ class SessionManager:
 
     async def update_qa(self, user_id: Any, qa_id: str, session_id: str | None = None, **fields: Any) -> bool:
         """Partial update of a turn (None keeps a field). False when absent or the cache is unavailable."""
-        qa = _check_id("qa_id", qa_id)
+        qa = _id("qa_id", qa_id)
         user, session = self._ids(user_id, session_id)
         return await self._fail_open("update_qa", False, lambda cache: cache.update_qa_entry(user, session, qa, **fields))
 
@@ -213,12 +242,12 @@ class SessionManager:
 
     async def delete_feedback(self, user_id: Any, qa_id: str, session_id: str | None = None) -> bool:
         """Clear a turn's feedback; True whenever the turn exists."""
-        qa = _check_id("qa_id", qa_id)
+        qa = _id("qa_id", qa_id)
         user, session = self._ids(user_id, session_id)
         return await self._fail_open("delete_feedback", False, lambda cache: cache.delete_feedback(user, session, qa))
 
     async def delete_qa(self, user_id: Any, qa_id: str, session_id: str | None = None) -> bool:
-        qa = _check_id("qa_id", qa_id)
+        qa = _id("qa_id", qa_id)
         user, session = self._ids(user_id, session_id)
         return await self._fail_open("delete_qa", False, lambda cache: cache.delete_qa_entry(user, session, qa))
 
@@ -251,14 +280,14 @@ class SessionManager:
         return await self._fail_open("get_context_entries", [], lambda cache: cache.get_session_context_entries(user, session))
 
     async def update_context_entry(self, user_id: Any, entry_id: str, changes: Mapping[str, Any], session_id: str | None = None) -> bool:
-        entry = _check_id("entry_id", entry_id)
+        entry = _id("entry_id", entry_id)
         user, session = self._ids(user_id, session_id)
         return await self._fail_open(
             "update_context_entry", False, lambda cache: cache.update_session_context_entry(user, session, entry, dict(changes))
         )
 
     async def delete_context_entry(self, user_id: Any, entry_id: str, session_id: str | None = None) -> bool:
-        entry = _check_id("entry_id", entry_id)
+        entry = _id("entry_id", entry_id)
         user, session = self._ids(user_id, session_id)
         return await self._fail_open(
             "delete_context_entry", False, lambda cache: cache.delete_session_context_entry(user, session, entry)
