@@ -6,8 +6,9 @@ reply for a message that needs no retrieval, the effective query, verdicts on th
 served guidance, candidate guidance updates and a 1..5 rating of the previous answer.
 
 The offline provider fills the schema with :func:`offline_turn_analysis`, a
-deterministic reading of cue words (registered before each call unless a
-researcher registered their own handler), so every path runs without a network.
+deterministic reading of cue words (registered on the call's ``llm.handlers``
+before each call unless a researcher registered their own handler there), so
+every path runs without a network.
 """
 
 from __future__ import annotations
@@ -192,9 +193,7 @@ async def analyze_turn(llm: Any, message: str, previous: Any = None, served: Seq
     """
     if not message.strip():
         return TurnAnalysisResult(SessionTurnAnalysis())
-    from memlab.llm import register_structured_handler
-
-    register_structured_handler(SessionTurnAnalysis.__name__, offline_turn_analysis, replace=False)
+    llm.handlers.register(SessionTurnAnalysis.__name__, offline_turn_analysis, replace=False)
     result = await llm.complete(analysis_messages(message, previous, served), response_model=SessionTurnAnalysis)
     return TurnAnalysisResult(result.structured, 1, result.tokens_in, result.tokens_out)
 

@@ -167,6 +167,7 @@ class _Loaded:
         return summed / np.maximum(weights.sum(axis=1), 1e-9)
 
 
+#: loaded models per (model file, threads), process-wide on purpose: read-only weights every embedder may share
 _SHARED: dict[tuple[Path, int | None], _Loaded] = {}
 _SHARED_LOCK = threading.Lock()
 

@@ -9,9 +9,9 @@
   are rewritten to the listed entity's spelling, an endpoint naming no listed
   entity is appended to ``entities`` as type ``"Entity"``, and blank or repeated
   relationships are dropped.
-* :func:`register_offline_extraction` plugs :func:`offline_extraction` into the
-  ``memlab/offline`` provider, which then answers deterministically from the
-  chunk text alone (:func:`extract_offline`, rules below).
+* :func:`register_offline_extraction` plugs :func:`offline_extraction` into an
+  LLM client's ``memlab/offline`` calls (``llm.handlers``), which then answer
+  deterministically from the chunk text alone (:func:`extract_offline`, rules below).
 
 Offline rules (per chunk, sentences as :func:`~memlab.graph._chunking.sentence_spans` splits them):
 
@@ -54,7 +54,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, Field, model_validator
 
 from memlab.graph._chunking import sentence_spans
-from memlab.llm import OfflineRequest, register_structured_handler
+from memlab.llm import LLMClient, OfflineRequest
 from memlab.text import message_text
 
 __all__ = [
@@ -448,11 +448,11 @@ def offline_extraction(request: OfflineRequest) -> ChunkExtraction:
     return extract_offline(chunk_from_messages(request.messages))
 
 
-def register_offline_extraction() -> None:
-    """Make ``memlab/offline`` answer :class:`ChunkExtraction` calls with :func:`offline_extraction`.
+def register_offline_extraction(llm: LLMClient) -> None:
+    """Make ``llm``'s ``memlab/offline`` calls answer :class:`ChunkExtraction` with :func:`offline_extraction`.
 
     Idempotent and cheap (the pipeline calls it before extracting). A different
-    handler already registered under ``"ChunkExtraction"`` (a researcher's own) is
-    left in place.
+    handler already registered under ``"ChunkExtraction"`` on ``llm.handlers``
+    (a researcher's own) is left in place.
     """
-    register_structured_handler(ChunkExtraction.__name__, offline_extraction, replace=False)
+    llm.handlers.register(ChunkExtraction.__name__, offline_extraction, replace=False)

@@ -7,7 +7,8 @@ runs live in the relational store (``data``, ``pipeline_runs``).
 Writes to one dataset are serialised: an asyncio lock per dataset inside the
 process, an exclusive ``fcntl`` lock on ``{root}/{dataset_id}.lock`` across
 processes. A loaded snapshot is reused while the snapshot's ``CURRENT`` pointer
-is unchanged, and reloaded when another process replaced it.
+is unchanged, and reloaded when another process replaced it. Indexes derived
+from a loaded snapshot (:meth:`PermanentMemory.derived`) live with it.
 
 A cognify run does every fallible step (LLM extraction, embedding) before it
 changes anything; if writing fails, the in-memory state is dropped and the
@@ -26,9 +27,9 @@ import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memlab.graph import _pipeline
 from memlab.graph._documents import Document
@@ -41,6 +42,8 @@ from memlab.provenance import ForgetEvent
 from memlab.relational import ADD_PIPELINE, COGNIFY_PIPELINE, RelationalStore
 
 logger = logging.getLogger("memlab.graph")
+
+T = TypeVar("T")
 
 _DATA_NAMESPACE = uuid.UUID("5b1f0c8e-2f7a-4d55-9a43-3c1e7f0d9a61")
 
@@ -55,6 +58,8 @@ class _Loaded:
     token: str | None
     graph: KnowledgeGraph
     vectors: VectorStore
+    #: kind -> (snapshot token it was built at, index) of :meth:`PermanentMemory.derived`
+    derived: dict[str, tuple[str | None, Any]] = field(default_factory=dict)
 
 
 def _drop_document(loaded: _Loaded, data_id: str) -> GraphRemoval:
@@ -105,6 +110,25 @@ class PermanentMemory:
         forgotten dataset is rebuilt), so derived indexes key on it.
         """
         return self._token(dataset_id)
+
+    async def derived(self, dataset_id: uuid.UUID, kind: str, build: Callable[[KnowledgeGraph], T]) -> tuple[KnowledgeGraph, T]:
+        """``(graph, index)``: the dataset's current graph and ``build(graph)``, reused while the snapshot is unchanged.
+
+        The index is kept with the loaded graph under ``kind`` and the snapshot
+        token it was built at. A remember / forget in this process changes the
+        token; a write by another process, or a dataset forgotten and rebuilt,
+        hands out a new graph object (with no indexes); either way the index is
+        rebuilt on the next call. The token is read *before* the graph, so an
+        index is never older than the token it is filed under. ``build`` runs on
+        the event loop (the graph is mutated there, so reading it from a thread
+        would race).
+        """
+        token = self._token(dataset_id)
+        loaded = await self._current(dataset_id)
+        cached = loaded.derived.get(kind)
+        if cached is None or cached[0] != token:
+            cached = loaded.derived[kind] = (token, build(loaded.graph))
+        return loaded.graph, cached[1]
 
     async def search(self, dataset_id: uuid.UUID, collection: str, query_text: str, top_k: int) -> list[tuple[str, float]]:
         """The ``top_k`` ids of ``collection`` nearest ``query_text`` as ``(id, distance)``, nearest first."""

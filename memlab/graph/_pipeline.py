@@ -93,7 +93,7 @@ async def extract(
     ``progress`` None shows a tqdm bar from :data:`PROGRESS_MIN_CHUNKS` chunks.
     The first failing LLM call cancels the rest and its error propagates.
     """
-    register_offline_extraction()
+    register_offline_extraction(llm)
     chunked = [(data_id, document, chunk_text(document.text, chunk_size=chunk_size, overlap=overlap)) for data_id, document in documents]
     jobs = [chunk for _, _, chunks in chunked for chunk in chunks]
     usage = {"llm_calls": 0, "tokens_in": 0, "tokens_out": 0}

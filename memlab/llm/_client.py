@@ -1,7 +1,7 @@
 """``LLMClient``: every memlab LLM call, through ``litellm.acompletion``.
 
 The model is a litellm model string. The default ``memlab/offline`` is memlab's
-deterministic provider (:mod:`memlab.llm._offline`); a real provider is a
+deterministic provider (:mod:`memlab.llm.offline`); a real provider is a
 config change, not a code change::
 
     LLMClient()                                                   # memlab/offline, no network
@@ -18,7 +18,6 @@ override them.
 from __future__ import annotations
 
 import asyncio
-
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -30,10 +29,12 @@ from pydantic import BaseModel
 
 from memlab.exceptions import ValidationError
 from memlab.llm._errors import LLMError, StructuredOutputError, preview
-from memlab.llm._offline import LATENCY_PARAM, OFFLINE_MODEL, PROVIDER, ensure_registered, prompt_text
-from memlab.llm._offline import offline_latency_ms as _resolve_latency
 from memlab.llm._pricing import cost_usd
+from memlab.llm._prompt import prompt_text
+from memlab.llm._structured import StructuredHandlers
 from memlab.llm._tokens import estimate_tokens
+from memlab.llm.offline import HANDLERS_PARAM, LATENCY_PARAM, OFFLINE_MODEL, PROVIDER, ensure_registered
+from memlab.llm.offline import offline_latency_ms as _resolve_latency
 
 __all__ = ["LLMClient", "LLMResult"]
 
@@ -145,6 +146,8 @@ class LLMClient:
     litellm when given (``LLM_API_KEY``). ``offline_latency_ms`` is the simulated
     latency of each ``memlab/offline`` call; None reads ``MEMLAB_OFFLINE_LATENCY_MS``
     (default 0) when the client is built. Other keyword arguments go to litellm.
+    ``handlers`` holds this client's offline structured-output handlers
+    (:class:`~memlab.llm.StructuredHandlers`); each offline call carries it.
 
     Errors: a bad argument raises :class:`~memlab.ValidationError`; an output that
     cannot fill ``response_model`` raises :class:`StructuredOutputError` (a
@@ -166,6 +169,7 @@ class LLMClient:
         self._api_key = api_key or None
         self.offline_latency_ms = _resolve_latency(offline_latency_ms)
         self.litellm_kwargs = dict(litellm_kwargs)
+        self.handlers = StructuredHandlers()
 
     @property
     def is_offline(self) -> bool:
@@ -238,6 +242,7 @@ class LLMClient:
             call["api_key"] = self._api_key
         if self.is_offline:
             call.setdefault(LATENCY_PARAM, self.offline_latency_ms)
+            call.setdefault(HANDLERS_PARAM, self.handlers)
         return call
 
     def _wrap(self, exc: Exception) -> LLMError:

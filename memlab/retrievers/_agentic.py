@@ -9,7 +9,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from memlab.exceptions import ValidationError
-from memlab.llm import register_structured_handler
 from memlab.retrievers._base import Completion, RetrievalScope, Retriever, SearchResultItem, answer, best_per_id, no_usage
 from memlab.retrievers._completion import structured_call
 from memlab.retrievers._hybrid import HybridSections, answer_sections, hybrid_sections
@@ -107,8 +106,7 @@ class AgenticCompletionRetriever(Retriever):
     async def _retrieve(self, query: str, scope: RetrievalScope, usage: dict[str, int]) -> HybridSections:
         if not query.strip():
             return HybridSections()
-        register_structured_handler(RetrievalPlan.__name__, offline_plan, replace=False)
-        plan = await structured_call(scope, _question_prompt(PLAN_INSTRUCTIONS, query), RetrievalPlan, usage)
+        plan = await structured_call(scope, _question_prompt(PLAN_INSTRUCTIONS, query), RetrievalPlan, usage, offline=offline_plan)
         found = [(sub_query, await hybrid_sections(sub_query, scope)) for sub_query in _plan_queries(plan, query)]
         return HybridSections.of(lambda name: _merge([(sub, getattr(sections, name)) for sub, sections in found]))
 
@@ -148,9 +146,8 @@ class FeelingLuckyRetriever(Retriever):
 
     async def choose(self, query: str, scope: RetrievalScope, usage: dict[str, int] | None = None) -> SearchType:
         """The search type the LLM picks for ``query`` (one structured call, counted into ``usage``)."""
-        register_structured_handler(SearchTypeChoice.__name__, offline_search_type, replace=False)
         messages = _question_prompt(CHOICE_INSTRUCTIONS, query)
-        choice = await structured_call(scope, messages, SearchTypeChoice, no_usage() if usage is None else usage)
+        choice = await structured_call(scope, messages, SearchTypeChoice, no_usage() if usage is None else usage, offline=offline_search_type)
         return SearchType(choice.search_type)
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from memlab.llm import StructuredHandler
 from memlab.retrievers._base import (
     ANSWER_INSTRUCTIONS,
     Completion,
@@ -51,9 +52,21 @@ class CompletionRetriever(AnswerFromContext):
 
 
 async def structured_call(
-    scope: RetrievalScope, messages: list[dict[str, str]], response_model: type[BaseModel], usage: dict[str, int]
+    scope: RetrievalScope,
+    messages: list[dict[str, str]],
+    response_model: type[BaseModel],
+    usage: dict[str, int],
+    *,
+    offline: StructuredHandler | None = None,
 ) -> Any:
-    """One structured LLM call counted into ``usage``; returns the validated instance."""
+    """One structured LLM call counted into ``usage``; returns the validated instance.
+
+    ``offline`` is the ``memlab/offline`` filler of ``response_model``: it is
+    registered on ``scope.llm.handlers`` first, unless a handler (a researcher's
+    own) is registered there already.
+    """
+    if offline is not None:
+        scope.llm.handlers.register(response_model.__name__, offline, replace=False)
     result = await scope.llm.complete(messages, response_model=response_model)
     add_usage(usage, result)
     return result.structured

@@ -37,7 +37,6 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from memlab.exceptions import ValidationError
-from memlab.llm import register_structured_handler
 from memlab.text import I_DONT_KNOW, content_words
 from memlab.retrievers._base import (
     Completion,
@@ -189,7 +188,6 @@ class GraphCompletionCotRetriever(GraphCompletionRetriever):
         self.max_iter = _check_rounds("max_iter", max_iter)
 
     async def get_completion(self, query: str, scope: RetrievalScope, *, response_model: type[BaseModel] | None = None) -> Completion:
-        register_structured_handler(FollowUpQuestion.__name__, offline_follow_up, replace=False)
         return await self._answer_in_rounds(query, scope, self.max_iter, self._follow_up, response_model)
 
     async def _follow_up(self, query: str, draft: Completion, scope: RetrievalScope, usage: dict[str, int]) -> str:
@@ -197,7 +195,7 @@ class GraphCompletionCotRetriever(GraphCompletionRetriever):
 
         messages = context_prompt(query, context_lines(draft.context), instructions=FOLLOW_UP_INSTRUCTIONS)
         messages[-1]["content"] = f"{_DRAFT_LABEL} {' '.join(draft.text.split())}\n{messages[-1]['content']}"
-        chosen = await structured_call(scope, messages, FollowUpQuestion, usage)
+        chosen = await structured_call(scope, messages, FollowUpQuestion, usage, offline=offline_follow_up)
         return chosen.question
 
 

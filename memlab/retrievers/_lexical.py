@@ -17,7 +17,7 @@
   Ties keep the graph's chunk order (document order), datasets in scope order.
 
 The inverted index is built once per dataset snapshot and reused until a
-remember / forget replaces it (:mod:`memlab.retrievers._snapshot_cache`).
+remember / forget replaces it (:meth:`memlab.graph.PermanentMemory.derived`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from typing import Any
 from memlab.retrievers._base import RetrievalScope, Retriever, SearchResultItem, element_item
 from memlab.retrievers._chunks import check_request
 from memlab.retrievers._routing import _QUOTED
-from memlab.retrievers._snapshot_cache import snapshot_index
 from memlab.retrievers._types import SearchType
 
 __all__ = ["BM25_B", "BM25_K1", "LexicalChunksRetriever", "lexical_tokens"]
@@ -129,7 +128,7 @@ class LexicalChunksRetriever(Retriever):
         terms = list(dict.fromkeys(lexical_tokens(text)))
         items: list[SearchResultItem] = []
         for dataset_id in scope.dataset_ids:
-            graph, index = await snapshot_index(scope.memory, dataset_id, "lexical", _build)
+            graph, index = await scope.memory.derived(dataset_id, "lexical", _build)
             for position, bm25, matched in _ranked(index, terms, phrase, scope.top_k):
                 item = element_item(graph, dataset_id, index.ids[position], 1 / (1 + bm25), bm25=bm25, matched_terms=matched)
                 if item is not None:

@@ -41,7 +41,6 @@ from memlab.retrievers._base import RetrievalScope, SearchResultItem, element_it
 from memlab.retrievers._chunks import check_request
 from memlab.retrievers._completion import AnswerFromContext
 from memlab.retrievers._routing import _DAY, _MONTH, _YEAR
-from memlab.retrievers._snapshot_cache import snapshot_index
 from memlab.retrievers._types import SearchType
 
 __all__ = ["TemporalRetriever", "TimeWindow", "parse_time_window"]
@@ -182,7 +181,7 @@ class TemporalRetriever(AnswerFromContext):
         spans = [window.iso() for window in windows]
         items: list[SearchResultItem] = []
         for dataset_id in scope.dataset_ids:
-            graph, mentions = await snapshot_index(scope.memory, dataset_id, "dates", _build)
+            graph, mentions = await scope.memory.derived(dataset_id, "dates", _build)
             candidates: dict[str, list[str]] = {}
             for mention in mentions:
                 if any(window.overlaps(mention.first, mention.last) for window in windows):

@@ -114,18 +114,15 @@ async def _fs(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
     yield DiskCache(Path(args.tmp_path) / "fs-cache", **args.common)
 
 
-#: one in-process fake Redis server per tmp_path, so two handles share a store
-_FAKE_REDIS_SERVERS: dict[Path, object] = {}
-
-
 @asynccontextmanager
 async def _fakeredis(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
+    """A fake Redis at an address named after ``tmp_path``: fakeredis connects every client of one address
+    to one in-process server (as clients of one real server URL), so two handles on a ``tmp_path`` share a store."""
     import fakeredis
 
     from memlab.cache import RedisCache
 
-    server = _FAKE_REDIS_SERVERS.setdefault(Path(args.tmp_path), fakeredis.FakeServer())
-    client = fakeredis.aioredis.FakeRedis(server=server)
+    client = fakeredis.aioredis.FakeRedis(host=f"memlab-test:{Path(args.tmp_path)}", version=(8,))
     try:
         yield RedisCache(client=client, **args.common)
     finally:

@@ -12,7 +12,6 @@ from memlab import MemoryStack, SearchType, StackConfig, ValidationError
 from memlab.flows.turn import SessionTurn, TurnRunner
 from memlab.analysis import ConcurrentMode, OffMode, SequentialMode
 from memlab.config import AnalysisConfig, CacheConfig, LLMConfig
-from memlab.llm import register_structured_handler, unregister_structured_handler
 from memlab.retrievers._base import RetrievalScope
 from memlab.retrievers._completion import CompletionRetriever
 from memlab.retrievers import get_retriever
@@ -47,20 +46,6 @@ async def _turn(stack, query, query_type=SearchType.GRAPH_COMPLETION, session_id
 async def _context_rows(stack, session_id="chat"):
     user = await stack.users.default()
     return await stack.session_manager.get_context_entries(str(user.id), session_id=session_id)
-
-
-@pytest.fixture
-def analysis_handler():
-    """Register a SessionTurnAnalysis handler for one test; the offline default comes back afterwards."""
-    registered = []
-
-    def register(fn):
-        registered.append(register_structured_handler("SessionTurnAnalysis", fn))
-
-    yield register
-    unregister_structured_handler("SessionTurnAnalysis")
-    if registered and registered[0] is not None:
-        register_structured_handler("SessionTurnAnalysis", registered[0])
 
 
 def test_config_builds_the_modes(tmp_path) -> None:
@@ -294,20 +279,34 @@ async def test_analysis_timeout_fails_open(tmp_path, mode) -> None:
 
 @pytest.mark.parametrize("mode", ["concurrent", "sequential"])
 @pytest.mark.parametrize(("output", "error"), [("not json at all", "StructuredOutputError"), (None, "LLMError")])
-async def test_analysis_errors_and_malformed_output_fail_open(tmp_path, analysis_handler, mode, output, error) -> None:
+async def test_analysis_errors_and_malformed_output_fail_open(tmp_path, mode, output, error) -> None:
     def handler(request):
         if output is None:
             raise RuntimeError("analysis service down")
         return output
 
-    analysis_handler(handler)
     async with _stack(tmp_path, search_mode=mode) as stack:
+        stack.llm.handlers.register("SessionTurnAnalysis", handler)
         await _turn(stack, "Who discovered Polonium?")
         answer, record = await _turn(stack, "thanks. Always cite the source.")
         assert record["analysis_error"].startswith(error) and record["answered"] and record["llm_calls"]["analysis"] == 1
         assert await _context_rows(stack) == []
         [_, turn] = await stack.session.get_session(session_id="chat")
         assert turn.memify_metadata["turn_analysis_error"] == record["analysis_error"]
+
+
+async def test_an_analysis_handler_belongs_to_its_stack(tmp_path) -> None:
+    async with _stack(tmp_path / "a") as broken, _stack(tmp_path / "b") as default:
+        broken.llm.handlers.register("SessionTurnAnalysis", lambda request: "not json at all")
+        for stack in (broken, default):
+            await _turn(stack, "Who discovered Polonium?")
+        _, failed = await _turn(broken, "thanks. Always cite the source.")
+        _, analysed = await _turn(default, "thanks. Always cite the source.")
+        assert failed["analysis_error"].startswith("StructuredOutputError")
+        assert analysed["analysis_error"] is None
+        [rule] = [row for row in await _context_rows(default) if row["kind"] == "context"]
+        assert (rule["section"], rule["content"]) == ("rules", "Always cite the source.")
+        assert await _context_rows(broken) == []
 
 
 async def test_two_turns_sent_at_once_are_both_stored_in_order(tmp_path) -> None:

@@ -19,7 +19,7 @@ from memlab.graph._extraction import (
     offline_extraction,
     register_offline_extraction,
 )
-from memlab.llm import LLMClient, OfflineRequest, register_structured_handler, unregister_structured_handler
+from memlab.llm import LLMClient, OfflineRequest
 
 
 def entities(extraction: ChunkExtraction) -> list[tuple[str, str]]:
@@ -245,34 +245,36 @@ def test_extraction_is_deterministic() -> None:
 # --------------------------------------------------------------------------- registration and the litellm path
 
 
-@pytest.fixture
-def clean_registry():
-    previous = unregister_structured_handler("ChunkExtraction")
-    yield
-    unregister_structured_handler("ChunkExtraction")
-    if previous is not None:
-        register_structured_handler("ChunkExtraction", previous)
+def test_register_offline_extraction_is_idempotent() -> None:
+    llm = LLMClient()
+    register_offline_extraction(llm)
+    register_offline_extraction(llm)
+    assert llm.handlers.unregister("ChunkExtraction") is offline_extraction
+    assert llm.handlers.lookup("ChunkExtraction") is None
 
 
-def test_register_offline_extraction_is_idempotent(clean_registry) -> None:
-    register_offline_extraction()
-    register_offline_extraction()
-    assert unregister_structured_handler("ChunkExtraction") is offline_extraction
-
-
-def test_register_offline_extraction_keeps_a_custom_handler(clean_registry) -> None:
+def test_register_offline_extraction_keeps_a_custom_handler() -> None:
     def custom(request: OfflineRequest) -> dict:
         return {"summary": "custom", "entities": [], "relationships": []}
 
-    register_structured_handler("ChunkExtraction", custom)
-    register_offline_extraction()
-    assert unregister_structured_handler("ChunkExtraction") is custom
+    llm = LLMClient()
+    llm.handlers.register("ChunkExtraction", custom)
+    register_offline_extraction(llm)
+    assert llm.handlers.lookup("ChunkExtraction") is custom
 
 
-async def test_the_litellm_path_returns_entities_and_triples(clean_registry) -> None:
-    register_offline_extraction()
+def test_register_offline_extraction_registers_on_that_client_only() -> None:
+    llm, other = LLMClient(), LLMClient()
+    register_offline_extraction(llm)
+    assert llm.handlers.lookup("ChunkExtraction") is offline_extraction
+    assert other.handlers.lookup("ChunkExtraction") is None
+
+
+async def test_the_litellm_path_returns_entities_and_triples() -> None:
+    llm = LLMClient()
+    register_offline_extraction(llm)
     text = "Marie Curie was born in Warsaw in 1867. She moved to Paris in 1891. Marie Curie won the Nobel Prize in 1903."
-    result = await LLMClient().complete(extraction_messages(text), response_model=ChunkExtraction)
+    result = await llm.complete(extraction_messages(text), response_model=ChunkExtraction)
     extraction = result.structured
     assert isinstance(extraction, ChunkExtraction)
     assert extraction.summary == "Marie Curie was born in Warsaw in 1867. She moved to Paris in 1891."

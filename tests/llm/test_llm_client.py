@@ -13,7 +13,7 @@ from pydantic import BaseModel
 import memlab
 import memlab.llm
 from memlab.llm import LLMClient, LLMError, LLMResult, StructuredOutputError, estimate_tokens
-from memlab.llm._offline import ensure_registered
+from memlab.llm.offline import ensure_registered
 
 API_KEY = "sk-test-not-a-real-key-0123456789"
 
@@ -128,7 +128,7 @@ def test_defaults() -> None:
 
 def test_public_names() -> None:
     assert memlab.llm.__all__ == sorted(memlab.llm.__all__)
-    for name in ("LLMClient", "LLMResult", "estimate_tokens", "cost_usd", "register_structured_handler"):
+    for name in ("LLMClient", "LLMResult", "estimate_tokens", "cost_usd", "StructuredHandlers", "OfflineRequest"):
         assert name in memlab.llm.__all__
     for name in memlab.llm.__all__:
         assert getattr(memlab.llm, name) is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import enum
 import json
@@ -18,22 +19,22 @@ from memlab.llm import (
     LLMClient,
     LLMError,
     OfflineRequest,
+    StructuredHandlers,
     StructuredOutputError,
     context_prompt,
     estimate_tokens,
-    register_structured_handler,
-    unregister_structured_handler,
 )
-from memlab.llm._offline import (
+from memlab.llm.offline import (
+    HANDLERS_PARAM,
     LATENCY_ENV,
     PROVIDER,
     best_sentence,
-    content_words,
     ensure_registered,
     fill_schema,
     parse_prompt,
     split_sentences,
 )
+from memlab.text import content_words
 
 CONTEXT = (
     "Alice lives in Paris and works as a baker.\n"
@@ -293,16 +294,15 @@ class TurnVerdict(BaseModel):
 
 
 @pytest.fixture
-def verdict_handler():
+def verdict_handler(client):
     calls: list[OfflineRequest] = []
 
     def handler(request: OfflineRequest) -> TurnVerdict:
         calls.append(request)
         return TurnVerdict(question=request.question, sentences=len(request.sentences), best=request.answer)
 
-    assert register_structured_handler("TurnVerdict", handler) is None
-    yield calls
-    assert unregister_structured_handler("TurnVerdict") is handler
+    assert client.handlers.register("TurnVerdict", handler) is None
+    return calls
 
 
 async def test_a_registered_handler_fills_its_schema(client, verdict_handler) -> None:
@@ -315,13 +315,11 @@ async def test_a_registered_handler_fills_its_schema(client, verdict_handler) ->
 
 
 async def test_a_handler_string_is_the_raw_output(client) -> None:
-    register_structured_handler("Place", lambda request: "not json at all")
-    try:
-        with pytest.raises(StructuredOutputError) as caught:
-            await client.complete("Question: where?", response_model=Place)
-        assert caught.value.raw_text == "not json at all"
-    finally:
-        unregister_structured_handler("Place")
+    client.handlers.register("Place", lambda request: "not json at all")
+    with pytest.raises(StructuredOutputError) as caught:
+        await client.complete("Question: where?", response_model=Place)
+    assert caught.value.raw_text == "not json at all"
+    client.handlers.unregister("Place")
     assert (await client.complete("Question: where?", response_model=Place)).structured == Place(city="", population=0)
 
 
@@ -329,14 +327,11 @@ async def test_a_failing_handler_is_an_llm_error(client) -> None:
     def broken(request: OfflineRequest) -> dict:
         raise RuntimeError("handler exploded")
 
-    register_structured_handler("Place", broken)
-    try:
-        with pytest.raises(LLMError, match="handler exploded") as caught:
-            await client.complete("Question: where?", response_model=Place)
-        assert isinstance(caught.value, memlab.MemlabError)
-        assert caught.value.model == "memlab/offline"
-    finally:
-        unregister_structured_handler("Place")
+    client.handlers.register("Place", broken)
+    with pytest.raises(LLMError, match="handler exploded") as caught:
+        await client.complete("Question: where?", response_model=Place)
+    assert isinstance(caught.value, memlab.MemlabError)
+    assert caught.value.model == "memlab/offline"
 
 
 def test_register_without_replace_keeps_the_registered_handler() -> None:
@@ -346,21 +341,60 @@ def test_register_without_replace_keeps_the_registered_handler() -> None:
     def default(request: OfflineRequest) -> dict:
         return {}
 
-    try:
-        assert register_structured_handler("Place", default, replace=False) is None
-        assert register_structured_handler("Place", default, replace=False) is default
-        register_structured_handler("Place", researcher)
-        assert register_structured_handler("Place", default, replace=False) is researcher
-        assert unregister_structured_handler("Place") is researcher
-    finally:
-        unregister_structured_handler("Place")
+    handlers = StructuredHandlers()
+    assert handlers.register("Place", default, replace=False) is None
+    assert handlers.register("Place", default, replace=False) is default
+    handlers.register("Place", researcher)
+    assert handlers.register("Place", default, replace=False) is researcher
+    assert handlers.lookup("Place") is researcher
+    assert handlers.unregister("Place") is researcher
+    assert handlers.unregister("Place") is None and handlers.lookup("Place") is None
+
+
+def test_lookup_falls_back_to_the_schema_title() -> None:
+    handlers = StructuredHandlers()
+    handlers.register("Place", dict)
+    assert handlers.lookup(None, {"title": "Place"}) is dict
+    assert handlers.lookup("Other", {"title": "Place"}) is dict
+    assert handlers.lookup("Other", {"title": "Other"}) is None
 
 
 def test_register_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError):
-        register_structured_handler("  ", lambda request: {})
+        StructuredHandlers().register("  ", lambda request: {})
     with pytest.raises(TypeError):
-        register_structured_handler("X", "not callable")  # type: ignore[arg-type]
+        StructuredHandlers().register("X", "not callable")  # type: ignore[arg-type]
+
+
+async def test_two_clients_never_see_each_others_handlers() -> None:
+    first, second = LLMClient(), LLMClient()
+    first.handlers.register("Place", lambda request: {"city": "Paris", "population": 1})
+    assert (await first.complete("Question: where?", response_model=Place)).structured == Place(city="Paris", population=1)
+    assert (await second.complete("Question: where?", response_model=Place)).structured == Place(city="", population=0)
+    assert second.handlers.lookup("Place") is None
+
+
+def test_the_registry_travels_in_the_call_kwargs_and_survives_a_copy(client) -> None:
+    call = client._call_kwargs([{"role": "user", "content": "hi"}], None, {})
+    assert call[HANDLERS_PARAM] is client.handlers
+    assert copy.deepcopy(call)[HANDLERS_PARAM] is client.handlers  # a logger copying the kwargs keeps the client's handlers
+    assert HANDLERS_PARAM not in LLMClient("openai/gpt-4o-mini")._call_kwargs([{"role": "user", "content": "hi"}], None, {})
+
+
+def test_a_direct_litellm_call_carries_its_handlers_or_none() -> None:
+    litellm = ensure_registered()
+    handlers = StructuredHandlers()
+    handlers.register("Place", lambda request: {"city": "Rome", "population": 2})
+    messages = context_prompt("Where does Alice live?", CONTEXT)
+    carried = litellm.completion(model="memlab/offline", messages=messages, response_format=Place, **{HANDLERS_PARAM: handlers})
+    assert Place.model_validate_json(carried.choices[0].message.content) == Place(city="Rome", population=2)
+    plain = litellm.completion(model="memlab/offline", messages=messages, response_format=Place)
+    assert Place.model_validate_json(plain.choices[0].message.content).city.startswith("Alice")
+
+
+async def test_a_registry_of_the_wrong_type_is_an_llm_error(client) -> None:
+    with pytest.raises(LLMError, match=f"{HANDLERS_PARAM} must be a StructuredHandlers"):
+        await client.complete("Question: where?", response_model=Place, **{HANDLERS_PARAM: {"Place": dict}})
 
 
 # --------------------------------------------------------------------------- registration and routing

@@ -10,8 +10,8 @@ from memlab.retrievers import Retrievers
 from pydantic import BaseModel
 
 import memlab.retrievers as retrievers
-from memlab import ValidationError
-from memlab.llm import I_DONT_KNOW, StructuredOutputError, register_structured_handler, unregister_structured_handler
+from memlab import MemoryStack, ValidationError
+from memlab.llm import I_DONT_KNOW, StructuredOutputError
 from memlab.retrievers import (
     AgenticCompletionRetriever,
     CompletionRetriever,
@@ -22,12 +22,15 @@ from memlab.retrievers import (
     GraphCompletionRetriever,
     GraphSummaryCompletionRetriever,
     HybridCompletionRetriever,
+    RetrievalPlan,
     SearchType,
     SearchTypeChoice,
     TripletCompletionRetriever,
 )
 from memlab.retrievers._base import RetrievalScope, Retriever, SearchResultItem, vector_items
-from memlab.retrievers._graph_completion import ENTITY_HOP_COST, relationship_triplets
+from memlab.retrievers._agentic import offline_plan, offline_search_type
+from memlab.retrievers._graph_completion import ENTITY_HOP_COST, offline_follow_up, relationship_triplets
+from memlab.testing import FakeClock, fast_config
 
 DOCS = [
     "Marie Curie discovered Polonium in 1898.",
@@ -55,6 +58,7 @@ class RecordingLLM:
 
     def __init__(self, llm) -> None:
         self.llm = llm
+        self.handlers = llm.handlers
         self.calls: list[tuple[list[dict], type | None]] = []
         self.results = []
 
@@ -198,12 +202,9 @@ async def test_cot_asks_about_what_the_draft_adds_and_extends_the_context(stack,
 
 
 async def test_researcher_follow_up_handler_is_kept(stack, dataset_id) -> None:
-    register_structured_handler(FollowUpQuestion.__name__, lambda request: {"question": "Where did Alan Turing work?"})
-    try:
-        scope, _ = _scope(stack, dataset_id, top_k=1)
-        completion = await GraphCompletionCotRetriever(max_iter=1).get_completion(QUESTION, scope)
-    finally:
-        unregister_structured_handler(FollowUpQuestion.__name__)
+    stack.llm.handlers.register(FollowUpQuestion.__name__, lambda request: {"question": "Where did Alan Turing work?"})
+    scope, _ = _scope(stack, dataset_id, top_k=1)
+    completion = await GraphCompletionCotRetriever(max_iter=1).get_completion(QUESTION, scope)
     assert [item.text for item in completion.context] == ["Marie Curie discovered Polonium", "Alan Turing worked at Bletchley Park"]
 
 
@@ -265,13 +266,10 @@ async def test_last_round_answer_carries_the_response_model(stack, dataset_id) -
 
 @pytest.mark.parametrize("cls", ALL)
 async def test_structured_output_error_propagates(stack, dataset_id, cls) -> None:
-    register_structured_handler(BrokenFact.__name__, lambda request: {"value": "not a number"})
-    try:
-        scope, _ = _scope(stack, dataset_id)
-        with pytest.raises(StructuredOutputError, match="BrokenFact"):
-            await cls().get_completion(QUESTION, scope, response_model=BrokenFact)
-    finally:
-        unregister_structured_handler(BrokenFact.__name__)
+    stack.llm.handlers.register(BrokenFact.__name__, lambda request: {"value": "not a number"})
+    scope, _ = _scope(stack, dataset_id)
+    with pytest.raises(StructuredOutputError, match="BrokenFact"):
+        await cls().get_completion(QUESTION, scope, response_model=BrokenFact)
 
 
 @pytest.mark.parametrize("cls", ALL)
@@ -365,23 +363,17 @@ class _SummariesOnly(Retriever):
 async def test_feeling_lucky_records_the_choice_and_delegates(stack, dataset_id) -> None:
     mapping = {SearchType.SUMMARIES: _SummariesOnly(), SearchType.TRIPLET_COMPLETION: TripletCompletionRetriever()}
     lucky = FeelingLuckyRetriever(mapping.__getitem__)
-    register_structured_handler(SearchTypeChoice.__name__, lambda request: {"search_type": "SUMMARIES"})
-    try:
-        scope, _ = _scope(stack, dataset_id)
-        context = await lucky.get_context(QUESTION, scope)
-        completion = await lucky.get_completion(QUESTION, scope)
-    finally:
-        unregister_structured_handler(SearchTypeChoice.__name__)
+    stack.llm.handlers.register(SearchTypeChoice.__name__, lambda request: {"search_type": "SUMMARIES"})
+    scope, _ = _scope(stack, dataset_id)
+    context = await lucky.get_context(QUESTION, scope)
+    completion = await lucky.get_completion(QUESTION, scope)
     assert context and all(item.kind == "summary" and item.raw["chosen_type"] == "SUMMARIES" for item in context)
     # a retrieval-only choice is answered from its context: choice + answer
     assert completion.usage["llm_calls"] == 2 and "Marie Curie" in completion.text
     assert all(item.raw["chosen_type"] == "SUMMARIES" for item in completion.context)
 
-    register_structured_handler(SearchTypeChoice.__name__, lambda request: {"search_type": "TRIPLET_COMPLETION"})
-    try:
-        completion = await lucky.get_completion(QUESTION, scope)
-    finally:
-        unregister_structured_handler(SearchTypeChoice.__name__)
+    stack.llm.handlers.register(SearchTypeChoice.__name__, lambda request: {"search_type": "TRIPLET_COMPLETION"})
+    completion = await lucky.get_completion(QUESTION, scope)
     assert {item.kind for item in completion.context} == {"triplet"}
     assert all(item.raw["chosen_type"] == "TRIPLET_COMPLETION" for item in completion.context)
 
@@ -393,6 +385,21 @@ async def test_feeling_lucky_offline_choice_is_the_rule_router(stack, dataset_id
     assert await lucky.choose("What changed in 2020-03-01?", scope) is SearchType.TEMPORAL
     schema = SearchTypeChoice.model_json_schema()["properties"]["search_type"]["enum"]
     assert "FEELING_LUCKY" not in schema and "AGENTIC_COMPLETION" not in schema and len(schema) == len(SearchType) - 2
+
+
+async def test_offline_handlers_are_registered_on_the_scope_llm_only(stack, dataset_id, tmp_path) -> None:
+    async with MemoryStack.from_config(fast_config(tmp_path / "other"), clock=FakeClock()) as other:
+        other_scope, _ = _scope(other, (await other.remember(DOCS)).dataset_id)
+        other.llm.handlers.register(SearchTypeChoice.__name__, lambda request: {"search_type": "SUMMARIES"})
+        scope, _ = _scope(stack, dataset_id)
+        assert await FeelingLuckyRetriever().choose(QUESTION, scope) is SearchType.HYBRID_COMPLETION
+        await AgenticCompletionRetriever().get_completion(QUESTION, scope)
+        await GraphCompletionCotRetriever(max_iter=1).get_completion(QUESTION, scope)
+        defaults = {SearchTypeChoice: offline_search_type, RetrievalPlan: offline_plan, FollowUpQuestion: offline_follow_up}
+        for model, handler in defaults.items():
+            assert stack.llm.handlers.lookup(model.__name__) is handler
+            assert other.llm.handlers.lookup(model.__name__) is not handler
+        assert await FeelingLuckyRetriever().choose(QUESTION, other_scope) is SearchType.SUMMARIES
 
 
 # --- empty memory -------------------------------------------------------------------------

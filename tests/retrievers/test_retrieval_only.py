@@ -25,6 +25,7 @@ from memlab.retrievers._lexical import BM25_B, BM25_K1, lexical_tokens
 from memlab.retrievers._tagged import skill_description
 from memlab.retrievers._temporal import parse_time_window
 from memlab.retrievers._types import SearchType
+from memlab.testing import FakeClock, fast_config
 
 FACTS = [
     "Marie Curie discovered polonium in 1898 in Paris.",
@@ -288,6 +289,26 @@ async def test_lexical_index_rebuilt_after_the_graph_was_forgotten_and_regrown(s
     assert stack.memory.snapshot_token(result.dataset_id) != token  # a regrown dataset never repeats a token
     assert await texts(LexicalChunksRetriever(), "polonium", scope) == []
     assert await texts(LexicalChunksRetriever(), "turing", scope) == [FACTS[1]]
+
+
+async def test_derived_indexes_live_on_their_memory(stack, tmp_path) -> None:
+    dataset_id = (await stack.remember(FACTS[:1], dataset="x")).dataset_id
+    builds = []
+
+    def build(graph):
+        builds.append(graph)
+        return len(builds)
+
+    graph, index = await stack.memory.derived(dataset_id, "count", build)
+    assert graph is await stack.memory.graph(dataset_id) and index == 1
+    assert (await stack.memory.derived(dataset_id, "count", build))[1] == 1  # reused
+    assert (await stack.memory.derived(dataset_id, "other", build))[1] == 2  # one index per kind
+    # a second stack on the same files has its own memory and indexes; its write hands this memory a new graph
+    async with MemoryStack.from_config(fast_config(tmp_path), clock=FakeClock()) as other:
+        assert (await other.memory.derived(dataset_id, "count", build))[1] == 3
+        await other.remember(FACTS[1:2], dataset="x")
+    reloaded, index = await stack.memory.derived(dataset_id, "count", build)
+    assert reloaded is not graph and index == 4 and builds[-1] is reloaded
 
 
 # --- TEMPORAL -----------------------------------------------------------------------------------
