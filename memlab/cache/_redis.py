@@ -14,20 +14,21 @@ A ``:`` or ``%`` inside an id is percent-escaped (``%3A``, ``%25``) so that
 ``("a:b", "c")`` and ``("a", "b:c")`` stay two sessions; other ids appear verbatim.
 
 **TTL.** The logical expiry of each kind (``qa_exp``/``ctx_exp``, integer microseconds
-of :attr:`CacheBackend.clock`) decides liveness, exactly as in ``MemoryCache``. Each
+of :attr:`CacheBackend.clock`) decides liveness, exactly as in ``MemoryCache``. A write
+re-stamps it inside its script by the policy's declared rule, for any policy: unset or
+before :meth:`~memlab.ttl.TTLPolicy.restamp_cutoff` becomes
+:meth:`~memlab.ttl.TTLPolicy.expiry_after_write`, both computed in Python. Each
 write also sets a native ``PEXPIRE`` on the keys it wrote (the remaining logical
 lifetime plus one second, so never shorter than the logical expiry; the meta hash
 outlives both kinds), so abandoned sessions vanish without a sweep. Native expiry
 follows the *server's* clock: with a fake clock, keep TTLs longer than the real
 duration of the test.
 
-**Atomicity.** Every session operation is one Lua script (``EVALSHA``), so it is
-atomic across processes; the one exception, reading QA turns under a built-in policy,
-is ``HMGET`` + ``LRANGE`` in one round trip, atomic for the reason given in
-:meth:`RedisCache._read_qa_plain`. Updates run the caller's Python merge between a read
-script and a compare-and-set script that retries on conflict. Custom TTL policies
-(not ``sliding``/``lazy_slack``/``none``) decide in Python too, through the same
-compare-and-set. Appends and reads are O(1) in session length (``RPUSH`` plus an
+**Atomicity.** Every session operation but a QA read is one Lua script, so it is
+atomic across processes; a QA read is ``HMGET`` + ``LRANGE`` in one pipeline, as
+atomic for the reason given in :meth:`RedisCache._read_qa`. Updates run the caller's
+Python merge between a read script and a compare-and-set script that retries on
+conflict. Appends and reads are O(1) in session length (``RPUSH`` plus an
 index ``HSET``; ``LRANGE -n -1``); deleting a QA turn is O(n) inside its script
 (it shifts the index). :meth:`sweep` and :meth:`prune` walk the keyspace with
 ``SCAN``: each session is swept atomically, the walk as a whole is not. The
@@ -37,19 +38,22 @@ scripts touch several keys of one session, so Redis Cluster is not supported.
 never runs ``FLUSHDB`` (cognee does), because memlab is one tenant of a Redis that
 other applications may use.
 
-**Connections.** Scripts and QA reads go out as pre-encoded commands on the backend's
-own connection (see :meth:`RedisCache._roundtrip`), or on a pooled one while that is
-busy; everything else uses the client's pool. The pool blocks: at most
-:data:`POOL_MAX_CONNECTIONS` connections, and a call that finds them all busy waits for
-one (at most :data:`POOL_WAIT_SECONDS`) instead of failing. Connection failures are not retried
-by the client (a dead server fails fast: 2 s connect timeout, 5 s socket timeout);
-the next call reconnects once the server is back.
+**Connections.** Everything goes through redis-py's public API on the client's own
+pool: scripts are ``register_script`` objects (``EVALSHA``, loaded again on
+``NOSCRIPT``), QA reads a non-transactional pipeline. The pool the backend builds
+blocks: at most :data:`POOL_MAX_CONNECTIONS` connections, and a call that finds them
+all busy waits for one (at most :data:`POOL_WAIT_SECONDS`) instead of failing. An
+injected client keeps its own pool; if that one raises once full (redis-py's
+default), calls beyond its ``max_connections`` wait for one to finish. A call that
+fails or is cancelled mid-reply drops its connection (redis-py disconnects it), so
+no late reply reaches the next call. Connection failures are not retried by the
+client (a dead server fails fast: 2 s connect timeout, 5 s socket timeout); the next
+call reconnects once the server is back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import secrets
 import ssl as _ssl
 from collections.abc import Hashable
@@ -60,7 +64,6 @@ try:
     import redis
     import redis.asyncio as aioredis
     from redis.connection import SSLConnection, UnixDomainSocketConnection, parse_url
-    from redis.exceptions import NoScriptError
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("RedisCache needs the redis package: pip install 'memlab[redis]'") from exc
 
@@ -72,7 +75,6 @@ from memlab.exceptions import (
     MemlabError,
     SessionQAEntryValidationError,
 )
-from memlab.ttl import LazySlackTTL, SlidingTTL
 
 __all__ = ["RedisCache", "redis_connection_kwargs"]
 
@@ -157,16 +159,8 @@ def redis_connection_kwargs(
     return kwargs
 
 
-#: ``needs_restamp`` of the built-in policies (see ``RedisCache._plain_reads``)
-_MONOTONE_RESTAMPS = (SlidingTTL.needs_restamp, LazySlackTTL.needs_restamp)
-
-
 def _us(moment: datetime) -> int:
     return (moment - _EPOCH0) // _MICRO
-
-
-def _from_us(stamp: str | bytes | None) -> datetime | None:
-    return None if stamp in (None, "", b"") else _EPOCH0 + int(stamp) * _MICRO
 
 
 def _new_epoch() -> str:
@@ -190,21 +184,6 @@ def _texts(values: list) -> list[str]:
     return values
 
 
-def _resp(*commands: tuple) -> bytes:
-    """Commands in the Redis wire protocol, encoded as redis-py's encoder would (UTF-8, ``str(int)``).
-
-    Arguments are ``str``, ``int`` or ``bytes``; ~1 µs per command where redis-py's
-    ``pack_commands`` takes ~3.5.
-    """
-    out = []
-    for command in commands:
-        out.append(b"*%d\r\n" % len(command))
-        for arg in command:
-            data = arg if isinstance(arg, bytes) else (arg if isinstance(arg, str) else str(arg)).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(data), data))
-    return b"".join(out)
-
-
 class _Keys(NamedTuple):
     meta: str
     qa: str
@@ -218,33 +197,16 @@ class _Keys(NamedTuple):
                    CONTEXT_ORDER_PREFIX + suffix)
 
 
-class _Script:
-    """One registered script: ``EVALSHA`` over the backend's round trip, re-loaded on ``NOSCRIPT``."""
-
-    __slots__ = ("registered", "roundtrip")
-
-    def __init__(self, client: Any, body: str, roundtrip: Any) -> None:
-        self.registered = client.register_script(PRELUDE + body)
-        self.roundtrip = roundtrip
-
-    async def __call__(self, keys: tuple, args: tuple, client: Any = None) -> Any:
-        if client is not None:  # a pipeline loads its scripts before it runs
-            return await self.registered(keys=keys, args=args, client=client)
-        evalsha = _resp(("EVALSHA", self.registered.sha, len(keys), *keys, *args))
-        try:
-            (reply,) = await self.roundtrip(evalsha, 1)
-        except NoScriptError:  # server restarted or SCRIPT FLUSH: load and run once more
-            await self.roundtrip(_resp(("SCRIPT", "LOAD", self.registered.script)), 1)
-            (reply,) = await self.roundtrip(evalsha, 1)
-        return reply
-
-
 class _Scripts:
-    """The scripts of one client, by name."""
+    """The scripts of one client, by name: :class:`redis.commands.core.AsyncScript` objects.
 
-    def __init__(self, client: Any, roundtrip: Any) -> None:
+    ``await script(keys=..., args=...)`` runs ``EVALSHA`` and, on ``NOSCRIPT`` (server
+    restarted, ``SCRIPT FLUSH``), loads the script and runs it once more.
+    """
+
+    def __init__(self, client: Any) -> None:
         for name, body in SCRIPTS.items():
-            setattr(self, name, _Script(client, body, roundtrip))
+            setattr(self, name, client.register_script(PRELUDE + body))
 
 
 class RedisCache(CacheBackend):
@@ -287,8 +249,7 @@ class RedisCache(CacheBackend):
         self._scripts: _Scripts | None = None
         self._scripts_for: Any = None
         self._sync: redis.Redis | None = None
-        self._lane: Any = None
-        self._lane_busy = False
+        self._gate: asyncio.Semaphore | None = None
         if client is not None:
             pool_kwargs = client.connection_pool.connection_kwargs
             if "host" in pool_kwargs and "port" in pool_kwargs and "server" not in pool_kwargs:
@@ -343,8 +304,10 @@ class RedisCache(CacheBackend):
         except BaseException:
             await self._drop_client()
             raise
-        pool = self._client.connection_pool  # the lane: see _roundtrip
-        self._lane = pool.connection_class(**{**pool.connection_kwargs, "socket_timeout": None})
+        pool = self._client.connection_pool
+        limit = getattr(pool, "max_connections", None)
+        if not isinstance(pool, aioredis.BlockingConnectionPool) and limit:
+            self._gate = asyncio.Semaphore(limit)  # an injected pool that raises once full: see _call
 
     async def _close(self) -> None:
         if self._sync is not None:
@@ -353,9 +316,6 @@ class RedisCache(CacheBackend):
         await self._drop_client()
 
     async def _drop_client(self) -> None:
-        if self._lane is not None:
-            lane, self._lane = self._lane, None
-            await lane.disconnect()
         if self._owns_client and self._client is not None:
             client, self._client = self._client, None
             self._scripts = None
@@ -366,12 +326,21 @@ class RedisCache(CacheBackend):
         if client is None or not self._opened:
             raise RuntimeError(f"redis cache at {self.where} is not open")
         if self._scripts_for is not client:
-            self._scripts, self._scripts_for = _Scripts(client, self._roundtrip), client
+            self._scripts, self._scripts_for = _Scripts(client), client
         return self._scripts
 
     async def _call(self, op: str, fn: Any, *args: Any) -> Any:
+        """Run ``fn``, errors described; on a non-blocking pool, at most ``max_connections`` calls at once.
+
+        Each call holds at most one connection at a time, so the others wait here as
+        they would for a :class:`redis.asyncio.BlockingConnectionPool`, instead of
+        failing with ``MaxConnectionsError``.
+        """
         try:
-            return await super()._call(op, fn, *args)
+            if self._gate is None:
+                return await super()._call(op, fn, *args)
+            async with self._gate:
+                return await super()._call(op, fn, *args)
         except CacheConnectionError as exc:
             cause = exc.__cause__
             if cause is None or isinstance(cause, MemlabError):
@@ -405,127 +374,48 @@ class RedisCache(CacheBackend):
 
     # -- TTL stamping ----------------------------------------------------------------
 
-    def _rule(self, now: datetime) -> tuple[str, str, str] | None:
-        """The server-side stamp rule for the built-in policies; None: use compare-and-set."""
-        policy = self.ttl
-        if not policy.enabled:
+    def _rule(self, now: datetime) -> tuple[str, str, str]:
+        """The scripts' stamp rule for a write at ``now``, from the policy's declaration.
+
+        ``("N", "", "")`` never stamps (TTL off); ``("T", cutoff, expiry)`` re-stamps an
+        expiry that is unset or below ``cutoff`` to ``expiry`` (integer microseconds).
+        """
+        cutoff, expiry = self.ttl.restamp_cutoff(now), self.ttl.expiry_after_write(now)
+        if cutoff is None or expiry is None:
             return ("N", "", "")
-        check = type(policy).needs_restamp
-        target = policy.expiry_after_write(now)
-        if check is SlidingTTL.needs_restamp:
-            stamp = str(_us(target))
-            return ("T", stamp, stamp)
-        if check is LazySlackTTL.needs_restamp:
-            cutoff = target - timedelta(seconds=policy.slack * policy.seconds)
-            return ("T", str(_us(cutoff)), str(_us(target)))
-        return None
-
-    def _cas_rule(self, now: datetime, stored: str | None, *, purges: bool) -> tuple[str, str, str]:
-        """Compare-and-set rule for any policy: decide in Python from the stored expiry."""
-        stored = _text(stored) or ""
-        current = _from_us(stored)
-        if purges and current is not None and current <= now:
-            current = None  # the write purges the dead kind first
-        restamp = self.ttl.needs_restamp(current, now)
-        return ("C", stored, str(_us(self.ttl.expiry_after_write(now))) if restamp else "")
-
-    async def _stamped(self, now: datetime, meta: str, field: str, purges: bool, attempt: Any) -> Any:
-        """Run ``attempt(rule)``; for custom policies read the expiry first and retry on conflict."""
-        rule = self._rule(now)
-        if rule is not None:
-            return await attempt(rule)
-        for _ in range(_CAS_ATTEMPTS):
-            stored = await self._client.hget(meta, field)
-            result = await attempt(self._cas_rule(now, stored, purges=purges))
-            if _text(result) not in ("retry", -1):
-                return result
-        raise CacheConnectionError(f"redis cache at {self.where}: gave up after {_CAS_ATTEMPTS} conflicting writes")
+        return ("T", str(_us(cutoff)), str(_us(expiry)))
 
     # -- QA ----------------------------------------------------------------------------
 
     async def _append_qa(self, user_id, session_id, qa_id, payload, now):
         scripts = self._run()
         k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
-        now_us = _us(now)
-
-        def attempt(rule):
-            return scripts.append_qa(keys=(k.meta, k.qa, k.qa_index), args=(now_us, *rule, qa_id, payload, _new_epoch()))
-
-        if _text(await self._stamped(now, k.meta, "qa_exp", True, attempt)) == "dup":
+        args = (_us(now), *self._rule(now), qa_id, payload, _new_epoch())
+        if _text(await scripts.append_qa(keys=(k.meta, k.qa, k.qa_index), args=args)) == "dup":
             raise SessionQAEntryValidationError(f"qa_id {qa_id!r} already exists in this session")
 
     async def _read_qa(self, user_id, session_id, last_n, now):
+        """``HMGET meta qa_epoch qa_exp`` + ``LRANGE qa start -1`` in one non-transactional pipeline.
+
+        Measured on the 2-core machine: the pipeline (one round trip) takes ~0.7x the
+        time of the two commands awaited one by one; a Lua read is about as fast for
+        the caller but costs the server ~27 µs per last-10 read (moving ten ~470-byte
+        payloads through Lua) against ~4 µs for the two plain commands. Not a
+        transaction, yet as atomic as a script: every write is one script, so each
+        command sees a whole state; an expiry only moves later (see :mod:`memlab.ttl`),
+        or a purge restarts the kind live, so when ``HMGET`` finds the kind live at
+        ``now`` it is still live when ``LRANGE`` runs, and the rows are that moment's
+        (a deleted session reads as no rows, as it should).
+        """
+        self._run()  # raises unless open
         suffix = f"{_enc(user_id)}:{_enc(session_id)}"
-        scripts = self._run()
-        meta, qa, start = META_PREFIX + suffix, QA_PREFIX + suffix, -last_n if last_n else 0
-        if self._plain_reads():
-            return await self._read_qa_plain(meta, qa, start, _us(now))
-        return _texts(await scripts.read_qa(keys=(meta, qa), args=(_us(now), start)))
-
-    def _plain_reads(self) -> bool:
-        """True when a QA read may skip Lua (see :meth:`_read_qa_plain`).
-
-        Needs a built-in TTL policy, whose writes only ever move an expiry later (or
-        purge the kind and start it afresh, live).
-        """
-        policy = self.ttl
-        return not policy.enabled or type(policy).needs_restamp in _MONOTONE_RESTAMPS
-
-    async def _read_qa_plain(self, meta: str, qa: str, start: int, now_us: int) -> list[str]:
-        """``HMGET meta qa_epoch qa_exp`` + ``LRANGE qa start -1`` in one round trip, liveness checked here.
-
-        Measured on the 2-core machine: the ``_READ_QA`` script costs the server
-        ~30 µs per last-10 read (moving ten ~470-byte payloads through Lua) against
-        ~5 µs for the two plain commands. Not a transaction, yet as atomic as the
-        script: every write is one script, so each command sees a whole state;
-        with built-in policies an expiry only moves later, or a purge restarts the
-        kind live, so when ``HMGET`` finds the kind live at ``now`` it is still live
-        when ``LRANGE`` runs, and the rows are that moment's (a deleted session
-        reads as no rows, as it should).
-        """
-        (epoch, expiry), rows = await self._roundtrip(_resp(("HMGET", meta, "qa_epoch", "qa_exp"), ("LRANGE", qa, start, -1)), 2)
-        if epoch is None or (expiry is not None and int(expiry) <= now_us):
+        pipe = self._client.pipeline(transaction=False)
+        pipe.hmget(META_PREFIX + suffix, ("qa_epoch", "qa_exp"))
+        pipe.lrange(QA_PREFIX + suffix, -last_n if last_n else 0, -1)
+        (epoch, expiry), rows = await pipe.execute()
+        if epoch is None or (expiry is not None and int(expiry) <= _us(now)):
             return []
         return _texts(rows)
-
-    async def _roundtrip(self, packed: bytes, replies: int) -> list:
-        """Send ``packed`` commands and read their ``replies`` under one socket timeout.
-
-        The backend's own connection (the *lane*, created by :meth:`_open` with no
-        per-call timer) serves one call at a time; a call that finds it busy takes a
-        pooled connection. Measured on the 2-core machine, against ``execute_command``:
-        redis-py arms a timer task per send (``asyncio.wait_for``) and a timeout per
-        reply, and takes its pool lock twice per call. Any failure drops the
-        connection (a reply may still be unread); the next call reconnects, so a
-        server that comes back is used again without a restart.
-        """
-        lane, pool = self._lane, None
-        if not self._lane_busy:
-            self._lane_busy, conn = True, lane
-        else:
-            pool = self._client.connection_pool
-            conn = await pool.get_connection()
-        try:
-            async with asyncio.timeout(SOCKET_TIMEOUT_SECONDS):
-                if not conn.is_connected:
-                    await conn.connect()
-                await conn.send_packed_command(packed, check_health=False)
-                return [await conn.read_response(timeout=math.inf) for _ in range(replies)]
-        except TimeoutError:
-            await conn.disconnect(nowait=True)
-            raise redis.TimeoutError(f"Timeout reading from {self.where}") from None
-        except redis.ResponseError:
-            if replies > 1:  # later replies are still unread
-                await conn.disconnect(nowait=True)
-            raise
-        except BaseException:
-            await conn.disconnect(nowait=True)
-            raise
-        finally:
-            if pool is None:
-                self._lane_busy = False
-            else:
-                await pool.release(conn)
 
     async def _read_qa_log(self, user_id, session_id, cursor: Hashable | None, now):
         suffix = f"{_enc(user_id)}:{_enc(session_id)}"
@@ -551,14 +441,12 @@ class RedisCache(CacheBackend):
             get, put, keys, extra = scripts.get_qa, scripts.set_qa, (k.meta, k.qa, k.qa_index), True
         else:
             get, put, keys, extra = scripts.get_ctx, scripts.set_ctx, (k.meta, k.ctx, k.ctx_order), False
-        now_us = _us(now)
+        now_us, rule = _us(now), self._rule(now)
         for _ in range(_CAS_ATTEMPTS):
-            found = await get(keys=keys if extra else keys[:2], args=(now_us, key))
-            if not found:
+            old = _text(await get(keys=keys if extra else keys[:2], args=(now_us, key)))
+            if old is None:
                 return False
-            stored, old = _text(found[0]), _text(found[1])
             new = change(old)
-            rule = self._rule(now) or self._cas_rule(now, stored, purges=False)
             args = [now_us, *rule, key, old, "" if new is None else new, "0" if new is None else "1"]
             if extra:
                 args.append(_new_epoch())
@@ -573,26 +461,16 @@ class RedisCache(CacheBackend):
         return await self._modify("qa", user_id, session_id, qa_id, change, now)
 
     async def _delete_qa(self, user_id, session_id, qa_id, now):
-        scripts = self._run()
         k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
-        now_us = _us(now)
-
-        def attempt(rule):
-            return scripts.delete_qa(keys=(k.meta, k.qa, k.qa_index), args=(now_us, *rule, qa_id, _new_epoch()))
-
-        return int(await self._stamped(now, k.meta, "qa_exp", False, attempt)) == 1
+        args = (_us(now), *self._rule(now), qa_id, _new_epoch())
+        return int(await self._run().delete_qa(keys=(k.meta, k.qa, k.qa_index), args=args)) == 1
 
     # -- context ---------------------------------------------------------------------
 
     async def _upsert_context(self, user_id, session_id, entry_id, payload, now):
-        scripts = self._run()
         k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
-        now_us = _us(now)
-
-        def attempt(rule):
-            return scripts.upsert_ctx(keys=(k.meta, k.ctx, k.ctx_order), args=(now_us, *rule, entry_id, payload))
-
-        await self._stamped(now, k.meta, "ctx_exp", True, attempt)
+        args = (_us(now), *self._rule(now), entry_id, payload)
+        await self._run().upsert_ctx(keys=(k.meta, k.ctx, k.ctx_order), args=args)
 
     async def _read_context(self, user_id, session_id, now):
         k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")

@@ -1,4 +1,4 @@
-"""Lua scripts of the Redis cache: each public operation of RedisCache is one of them.
+"""Lua scripts of the Redis cache: every session operation except a QA read is one of them.
 
 ``PRELUDE`` (shared helpers) is prepended to every body; ``SCRIPTS`` maps the
 operation name to its body.
@@ -6,9 +6,9 @@ operation name to its body.
 
 # --------------------------------------------------------------------------------------------
 # Lua. Times are integer microseconds of the backend's clock, passed in as strings.
-# Stamp rule (ARGV 2..4): 'T' restamp to p2 when the expiry is unset or < p1 (sliding,
-# lazy_slack); 'N' never; 'C' compare-and-set for custom policies: the stored expiry
-# must equal p1 ('' = unset), restamp to p2 unless p2 is ''.
+# Stamp rule (ARGV 2..4), from the TTL policy's declaration: 'T' restamp to p2 when the
+# expiry is unset or < p1 (p1 = TTLPolicy.restamp_cutoff, p2 = expiry_after_write);
+# 'N' never (TTL off).
 
 PRELUDE = r"""
 local GRACE_MS = 1000
@@ -35,15 +35,9 @@ local function touch_meta(meta, now)
   redis.call('PEXPIRE', meta, string.format('%d', best))
 end
 local function slide(meta, field, cur, data, now, rule, p1, p2)
-  local new = nil
-  if rule == 'T' then
-    if (not cur) or tonumber(cur) < tonumber(p1) then new = p2 end
-  elseif rule == 'C' and p2 ~= '' then
-    new = p2
-  end
-  if new then
-    redis.call('HSET', meta, field, new)
-    cur = new
+  if rule == 'T' and ((not cur) or tonumber(cur) < tonumber(p1)) then
+    redis.call('HSET', meta, field, p2)
+    cur = p2
   end
   if cur then
     local ms = string.format('%d', ms_left(cur, now))
@@ -59,7 +53,6 @@ _APPEND_QA = r"""
 local meta, list, idx = KEYS[1], KEYS[2], KEYS[3]
 local st = redis.call('HMGET', meta, 'qa_epoch', 'qa_exp')
 local exp = st[2]
-if rule == 'C' and (exp or '') ~= p1 then return 'retry' end
 if (not st[1]) or dead(exp, now) then
   redis.call('DEL', list, idx)
   redis.call('HDEL', meta, 'qa_exp')
@@ -74,13 +67,6 @@ slide(meta, 'qa_exp', exp, {list, idx}, now, rule, p1, p2)
 return 'ok'
 """
 
-# KEYS meta qa | ARGV now start
-_READ_QA = r"""
-local st = redis.call('HMGET', KEYS[1], 'qa_epoch', 'qa_exp')
-if (not st[1]) or dead(st[2], tonumber(ARGV[1])) then return {} end
-return redis.call('LRANGE', KEYS[2], ARGV[2], -1)
-"""
-
 # KEYS meta qa | ARGV now cursor_epoch cursor_len  -> false (dead) | {epoch, len, reset, payloads}
 _READ_QA_LOG = r"""
 local st = redis.call('HMGET', KEYS[1], 'qa_epoch', 'qa_exp')
@@ -93,15 +79,13 @@ end
 return {st[1], n, reset, redis.call('LRANGE', KEYS[2], start, -1)}
 """
 
-# KEYS meta qa qa_index | ARGV now qa_id  -> false | {expiry or '', payload}
+# KEYS meta qa qa_index | ARGV now qa_id  -> false | payload
 _GET_QA = r"""
 local st = redis.call('HMGET', KEYS[1], 'qa_epoch', 'qa_exp')
 if (not st[1]) or dead(st[2], tonumber(ARGV[1])) then return false end
 local pos = redis.call('HGET', KEYS[3], ARGV[2])
 if not pos then return false end
-local payload = redis.call('LINDEX', KEYS[2], pos)
-if not payload then return false end
-return {st[2] or '', payload}
+return redis.call('LINDEX', KEYS[2], pos)
 """
 
 # KEYS meta qa qa_index | ARGV now rule p1 p2 qa_id old new has_new new_epoch
@@ -112,7 +96,6 @@ if (not st[1]) or dead(st[2], now) then return 'gone' end
 local pos = redis.call('HGET', idx, ARGV[5])
 if not pos then return 'gone' end
 if redis.call('LINDEX', list, pos) ~= ARGV[6] then return 'retry' end
-if rule == 'C' and (st[2] or '') ~= p1 then return 'retry' end
 if ARGV[8] == '1' then
   redis.call('LSET', list, pos, ARGV[7])
   redis.call('HSET', meta, 'qa_epoch', ARGV[9])
@@ -121,12 +104,11 @@ slide(meta, 'qa_exp', st[2], {list, idx}, now, rule, p1, p2)
 return 'ok'
 """
 
-# KEYS meta qa qa_index | ARGV now rule p1 p2 qa_id new_epoch  -> 1 deleted, 0 absent, -1 retry
+# KEYS meta qa qa_index | ARGV now rule p1 p2 qa_id new_epoch  -> 1 deleted, 0 absent
 _DELETE_QA = r"""
 local meta, list, idx = KEYS[1], KEYS[2], KEYS[3]
 local st = redis.call('HMGET', meta, 'qa_epoch', 'qa_exp')
 if (not st[1]) or dead(st[2], now) then return 0 end
-if rule == 'C' and (st[2] or '') ~= p1 then return -1 end
 local pos = redis.call('HGET', idx, ARGV[5])
 if not pos then return 0 end
 pos = tonumber(pos)
@@ -162,7 +144,6 @@ _UPSERT_CTX = r"""
 local meta, hash, order = KEYS[1], KEYS[2], KEYS[3]
 local st = redis.call('HMGET', meta, 'ctx_seq', 'ctx_exp')
 local exp = st[2]
-if rule == 'C' and (exp or '') ~= p1 then return 'retry' end
 if (not st[1]) or dead(exp, now) then
   redis.call('DEL', hash, order)
   redis.call('HDEL', meta, 'ctx_exp')
@@ -194,13 +175,11 @@ end
 return out
 """
 
-# KEYS meta ctx | ARGV now entry_id  -> false | {expiry or '', payload}
+# KEYS meta ctx | ARGV now entry_id  -> false | payload
 _GET_CTX = r"""
 local st = redis.call('HMGET', KEYS[1], 'ctx_seq', 'ctx_exp')
 if (not st[1]) or dead(st[2], tonumber(ARGV[1])) then return false end
-local payload = redis.call('HGET', KEYS[2], ARGV[2])
-if not payload then return false end
-return {st[2] or '', payload}
+return redis.call('HGET', KEYS[2], ARGV[2])
 """
 
 # KEYS meta ctx ctx_order | ARGV now rule p1 p2 entry_id old new has_new
@@ -211,7 +190,6 @@ if (not st[1]) or dead(st[2], now) then return 'gone' end
 local current = redis.call('HGET', hash, ARGV[5])
 if not current then return 'gone' end
 if current ~= ARGV[6] then return 'retry' end
-if rule == 'C' and (st[2] or '') ~= p1 then return 'retry' end
 if ARGV[8] == '1' then redis.call('HSET', hash, ARGV[5], ARGV[7]) end
 slide(meta, 'ctx_exp', st[2], {hash, order}, now, rule, p1, p2)
 return 'ok'
@@ -257,7 +235,6 @@ return removed
 
 SCRIPTS = {
     "append_qa": _APPEND_QA,
-    "read_qa": _READ_QA,
     "read_qa_log": _READ_QA_LOG,
     "get_qa": _GET_QA,
     "set_qa": _SET_QA,

@@ -4,7 +4,7 @@ import importlib.util
 import logging
 import secrets
 from collections.abc import Hashable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 from sqlalchemy import BigInteger, Boolean, Float, String, Text, and_, bindparam, case, delete, exists, func, or_, select, tuple_, update
@@ -14,7 +14,7 @@ from memlab._sqlrun import DB, advisory_key, is_integrity_error, resolve_url
 from memlab.cache._base import DEFAULT_TTL_SECONDS, CacheBackend, PayloadChange
 from memlab.cache._sql_schema import qa_entries, session_context, session_state
 from memlab.exceptions import ConfigError, SessionQAEntryValidationError
-from memlab.ttl import LazySlackTTL, SlidingTTL
+from memlab.ttl import LazySlackTTL
 
 logger = logging.getLogger("memlab.cache")
 
@@ -189,10 +189,11 @@ def _postgres_fast_writes(insert) -> dict:
 
     * ``{kind}_write_fast``: writes only when no re-stamp is due (``ttl_on`` and
       the stored expiry lags ``cutoff``), so the state row is locked, never
-      rewritten. Used under ``lazy_slack`` (a re-stamp is due once per slack
-      window) and with expiry off.
+      rewritten. Used with expiry off and by policies with slack (``lazy_slack``:
+      a re-stamp is due once per slack window).
     * ``{kind}_write_fast_restamp``: also sets ``new_expiry`` when due, in a
-      second CTE. Used under ``sliding``, which re-stamps on every write.
+      second CTE. Used when the cutoff is the new expiry (``sliding``), which
+      re-stamps on every write.
 
     No row is written when the state is missing or dead (or, in the first
     variant, a re-stamp is due): the row count is 0 and the caller runs the full
@@ -334,31 +335,27 @@ class SQLCache(CacheBackend):
         """One statement in its own transaction (on PostgreSQL: one round trip)."""
         return await self._open_runner().execute(name, params, write=write)
 
-    def _fast_ttl(self, now: datetime) -> tuple[str, dict] | None:
-        """``(statement suffix, parameters)`` that let SQL decide the re-stamp as ``self.ttl`` would.
+    def _fast_ttl(self, now: datetime) -> tuple[str, dict]:
+        """``(statement suffix, parameters)`` that let SQL apply ``self.ttl``'s re-stamp rule.
 
-        Known policies only (re-stamp iff enabled and (expiry is NULL or expiry <
-        cutoff)); None sends an unknown policy down the general path.
+        Any policy: SQL re-stamps when ``ttl_on`` and the stored expiry is NULL or
+        before ``cutoff`` (:meth:`~memlab.ttl.TTLPolicy.restamp_cutoff`).
+        A policy whose cutoff is its new expiry (``sliding``) re-stamps on every
+        write, so it takes the variant that re-stamps in the same statement; any
+        other leaves the rare re-stamp to the general path.
         """
-        policy = self.ttl
-        if not policy.enabled:  # the contract: a disabled policy never demands a write
+        cutoff, target = self.ttl.restamp_cutoff(now), self.ttl.expiry_after_write(now)
+        if cutoff is None or target is None:  # the contract: a disabled policy never demands a write
             return "", {"ttl_on": False, "cutoff": 0.0}
-        if type(policy) is SlidingTTL:
-            target = policy.expiry_after_write(now)
-            return "_restamp", {"ttl_on": True, "cutoff": target.timestamp(), "new_expiry": target.timestamp()}
-        if type(policy) is LazySlackTTL:
-            cutoff = policy.expiry_after_write(now) - timedelta(seconds=policy.slack * policy.seconds)
-            return "", {"ttl_on": True, "cutoff": cutoff.timestamp()}
-        return None
+        if cutoff >= target:
+            return "_restamp", {"ttl_on": True, "cutoff": cutoff.timestamp(), "new_expiry": target.timestamp()}
+        return "", {"ttl_on": True, "cutoff": cutoff.timestamp()}
 
     async def _write_fast(self, kind: str, user_id, session_id, key, payload, now) -> bool:
         """PostgreSQL's one-statement write; False when the general path must run."""
         if self.dialect != "postgresql":
             return False
-        fast = self._fast_ttl(now)
-        if fast is None:
-            return False
-        variant, ttl = fast
+        variant, ttl = self._fast_ttl(now)
         stamp = now.timestamp()
         params = {"user_id": user_id, "session_id": session_id, "key": key, "payload": payload, "created_at": stamp, "now": stamp}
         written = await self._open_runner().execute_write(f"{kind}_write_fast{variant}", {**params, **ttl})

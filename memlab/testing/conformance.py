@@ -40,6 +40,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -58,8 +59,27 @@ TTL_SECONDS = 3600.0
 U, U2 = "u1", "u2"
 S, S2 = "s1", "s2"
 
+
+class _HalfSlackTTL(TTLPolicy):
+    """A policy from outside memlab's built-ins: re-stamps once expiry lags the target by half the TTL.
+
+    Entries expire within ``[0.5·ttl, ttl]`` after the last write. Backends know it only
+    through :meth:`~memlab.ttl.TTLPolicy.restamp_cutoff`.
+    """
+
+    name = "half_slack"
+    slack = 0.5  # read by _live_for and _restamp_due
+
+    def restamp_cutoff(self, now: datetime) -> datetime | None:
+        if self.seconds is None:
+            return None
+        return now + timedelta(seconds=(1 - self.slack) * self.seconds)
+
+
 _EXPIRING_POLICIES = pytest.mark.parametrize(
-    "ttl", [SlidingTTL(TTL_SECONDS), LazySlackTTL(TTL_SECONDS)], ids=["sliding", "lazy_slack"]
+    "ttl",
+    [SlidingTTL(TTL_SECONDS), LazySlackTTL(TTL_SECONDS), _HalfSlackTTL(TTL_SECONDS)],
+    ids=["sliding", "lazy_slack", "custom_half_slack"],
 )
 
 
@@ -70,6 +90,11 @@ def _purge_interval(seconds: float):
 def _live_for(ttl: TTLPolicy) -> float:
     """Seconds after a write during which the written kind is guaranteed readable."""
     return (1.0 - getattr(ttl, "slack", 0.0)) * ttl.seconds
+
+
+def _restamp_due(ttl: TTLPolicy) -> float:
+    """Seconds after a write by which a further write certainly re-stamps, well inside the TTL (half of it: sliding)."""
+    return (1.0 + getattr(ttl, "slack", 0.0)) / 2 * ttl.seconds
 
 
 async def _qa(backend: CacheBackend, qa_id: str, user: str = U, session: str = S, **fields: Any) -> SessionQAEntry:
@@ -677,7 +702,7 @@ class CacheBackendSuite:
     async def test_qa_writes_slide_expiry(self, backend, clock, ttl, write):
         await _qa(backend, "q1")
         await _qa(backend, "q2")
-        clock.advance(ttl.seconds / 2)
+        clock.advance(_restamp_due(ttl))
         await _QA_SLIDING[write](backend)
         clock.advance(_live_for(ttl) - 1)  # past the first write's TTL, within the slid one
         assert "q1" in await _qa_ids(backend)
@@ -689,9 +714,9 @@ class CacheBackendSuite:
     async def test_qa_other_operations_do_not_slide_expiry(self, backend, clock, ttl, op):
         await _qa(backend, "q1")
         await _qa(backend, "q2")
-        clock.advance(ttl.seconds / 2)
+        clock.advance(_restamp_due(ttl))  # a write now would re-stamp
         await _QA_NOT_SLIDING[op](backend)
-        clock.advance(ttl.seconds / 2)
+        clock.advance(ttl.seconds - _restamp_due(ttl))
         assert await backend.get_all_qa_entries(U, S) == []
 
     @_EXPIRING_POLICIES
@@ -699,7 +724,7 @@ class CacheBackendSuite:
     async def test_context_writes_slide_expiry(self, backend, clock, ttl, write):
         await _ctx(backend, "c1")
         await _ctx(backend, "c2")
-        clock.advance(ttl.seconds / 2)
+        clock.advance(_restamp_due(ttl))
         await _CTX_SLIDING[write](backend)
         clock.advance(_live_for(ttl) - 1)
         assert "c1" in await _ctx_ids(backend)
@@ -711,9 +736,9 @@ class CacheBackendSuite:
     async def test_context_other_operations_do_not_slide_expiry(self, backend, clock, ttl, op):
         await _ctx(backend, "c1")
         await _ctx(backend, "c2")
-        clock.advance(ttl.seconds / 2)
+        clock.advance(_restamp_due(ttl))  # a write now would re-stamp
         await _CTX_NOT_SLIDING[op](backend)
-        clock.advance(ttl.seconds / 2)
+        clock.advance(ttl.seconds - _restamp_due(ttl))
         assert await backend.get_session_context_entries(U, S) == []
 
     @_EXPIRING_POLICIES
@@ -735,16 +760,48 @@ class CacheBackendSuite:
     async def test_reads_do_not_slide_expiry(self, backend, clock, ttl):
         await _qa(backend, "q1")
         await _ctx(backend, "c1")
+        clock.advance(_restamp_due(ttl))  # from here on, a write would re-stamp
+        step = (ttl.seconds - _restamp_due(ttl)) / 3 - 1
         cursor = None
         for _ in range(3):
-            clock.advance(_live_for(ttl) / 3 - 1)
             assert await _qa_ids(backend) == ["q1"]
             assert len(await backend.get_latest_qa_entries(U, S, 1)) == 1
             cursor = (await backend.read_qa_log(U, S, cursor)).cursor
             assert await _ctx_ids(backend) == ["c1"]
-        clock.advance(ttl.seconds - 3 * (_live_for(ttl) / 3 - 1))
+            clock.advance(step)
+        clock.advance(ttl.seconds - _restamp_due(ttl) - 3 * step)  # a full TTL after the only write
         assert await backend.get_all_qa_entries(U, S) == []
         assert await backend.get_session_context_entries(U, S) == []
+
+    @pytest.mark.parametrize("ttl", [_HalfSlackTTL(TTL_SECONDS)], ids=["custom_half_slack"])
+    async def test_custom_policy_expiry_follows_its_rule_within_its_window(self, backend, clock, ttl):
+        """A policy the backend has never seen: expiry lands where its declared rule puts it.
+
+        That is inside ``[(1 - slack)·ttl, ttl]`` after the last write; reads, even at
+        moments when a write would re-stamp, never move it.
+        """
+        expiry = None  # the policy's own rule, applied to each write
+        for i, gap in enumerate((0.0, 0.2, 0.3, 0.45, 0.1, 0.7, 0.3)):  # TTLs: below the slack and past it
+            clock.advance(gap * ttl.seconds)
+            assert (await _qa_ids(backend))[-1:] == ([f"q{i - 1}"] if i else [])  # never dead between writes
+            now = clock.now()
+            await _qa(backend, f"q{i}")
+            await _ctx(backend, "c1", n=i)
+            if ttl.needs_restamp(expiry, now):
+                expiry = ttl.expiry_after_write(now)
+        last = clock.now()
+        assert last + timedelta(seconds=_live_for(ttl)) <= expiry < ttl.expiry_after_write(last)  # last write kept it
+        cursor = None
+        for before in (_live_for(ttl) - 1, 1, 0.001):  # seconds before expiry: a write would re-stamp, a read must not
+            clock.advance((expiry - timedelta(seconds=before) - clock.now()).total_seconds())
+            assert await _qa_ids(backend) == [f"q{i}" for i in range(7)]
+            assert len(await backend.get_latest_qa_entries(U, S, 2)) == 2
+            cursor = (await backend.read_qa_log(U, S, cursor)).cursor
+            assert await _ctx_ids(backend) == ["c1"]
+        clock.advance(0.001)  # now == expiry: dead
+        assert await backend.get_all_qa_entries(U, S) == []
+        assert await backend.get_session_context_entries(U, S) == []
+        assert (await backend.read_qa_log(U, S, cursor)).entries == []
 
     @_EXPIRING_POLICIES
     async def test_write_to_expired_session_starts_fresh(self, backend, clock, ttl):
@@ -784,15 +841,15 @@ class CacheBackendSuite:
         await _qa(backend, "q2")
         await _ctx(backend, "c1")
         await _ctx(backend, "c1", session=S2)
-        clock.advance(ttl.seconds / 2)
+        clock.advance(_restamp_due(ttl))
         await _qa(backend, "q1", user=U2)
         await _ctx(backend, "c2", session=S2)  # slides S2's context
-        clock.advance(ttl.seconds / 2)
+        clock.advance(ttl.seconds - _restamp_due(ttl))
         assert await backend.sweep() == 3  # (U, S): 2 QA + 1 context
         assert await backend.sweep() == 0
         assert await _qa_ids(backend, U2, S) == ["q1"]
         assert await _ctx_ids(backend, U, S2) == ["c1", "c2"]
-        clock.advance(ttl.seconds / 2)
+        clock.advance(_restamp_due(ttl))
         assert await backend.sweep() == 3
         assert await backend.get_all_qa_entries(U2, S) == []
 

@@ -22,10 +22,7 @@ class LazySlackTTL(TTLPolicy):
             raise ConfigError(f"ttl slack must be in [0, 1), got {slack!r}")
         self.slack = slack
 
-    def needs_restamp(self, current: datetime | None, now: datetime) -> bool:
-        if not self.enabled:
-            return False
-        if current is None:
-            return True
-        cutoff = self.expiry_after_write(now) - timedelta(seconds=self.slack * self.seconds)
-        return current < cutoff
+    def restamp_cutoff(self, now: datetime) -> datetime | None:
+        if self.seconds is None:
+            return None
+        return now + timedelta(seconds=self.seconds) - timedelta(seconds=self.slack * self.seconds)

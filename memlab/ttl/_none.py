@@ -13,5 +13,5 @@ class NoTTL(TTLPolicy):
     def __init__(self, seconds: float | None = None) -> None:
         super().__init__(None)
 
-    def needs_restamp(self, current: datetime | None, now: datetime) -> bool:
-        return False
+    def restamp_cutoff(self, now: datetime) -> datetime | None:
+        return None

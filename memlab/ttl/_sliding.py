@@ -10,8 +10,5 @@ class SlidingTTL(TTLPolicy):
 
     name = "sliding"
 
-    def needs_restamp(self, current: datetime | None, now: datetime) -> bool:
-        if not self.enabled:
-            return False
-        target = self.expiry_after_write(now)
-        return current is None or current < target
+    def restamp_cutoff(self, now: datetime) -> datetime | None:
+        return self.expiry_after_write(now)

@@ -402,12 +402,12 @@ async def test_read_qa_log_cursor(harness):
 
 
 class StampOnceTTL(TTLPolicy):
-    """A custom policy (not built in): expiry fixed by the first write of a kind."""
+    """A custom policy (not built in): expiry fixed by the first write of a live kind."""
 
     name = "stamp_once"
 
-    def needs_restamp(self, current, now):
-        return self.enabled and current is None
+    def restamp_cutoff(self, now):
+        return now if self.enabled else None  # a live kind's expiry is never before now
 
 
 POLICIES = {
@@ -592,33 +592,54 @@ async def test_unreachable_server_fails_fast_and_names_the_address():
 @pytest.mark.server
 async def test_a_cancelled_call_leaves_no_reply_for_the_next():
     """A call cancelled between send and reply drops its connection: the next call reads its own reply."""
-    from memlab.cache._redis import _resp
-
     cache = RedisCache(real_url())
     await cache.open()
-    session = f"s-{uuid.uuid4().hex}"
+    admin = aioredis.Redis.from_url(real_url(), decode_responses=True)
+    session, other = f"s-{uuid.uuid4().hex}", f"o-{uuid.uuid4().hex}"
     try:
         await qa(cache, "u", session, "q0")
-        blocked = asyncio.ensure_future(cache._roundtrip(_resp(("BLPOP", f"nothing-{session}", 2)), 1))
-        await asyncio.sleep(0.05)  # sent; the server holds the reply back
-        blocked.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await blocked
-        assert await ids(cache, session=session) == ["q0"]  # not BLPOP's late nil
+        await qa(cache, "u", other, "o0")
+        for cancelled in (lambda: ids(cache, session=other), lambda: qa(cache, "u", other, "o1")):
+            await admin.client_pause(300, all=True)  # the server holds the next replies back
+            blocked = asyncio.ensure_future(cancelled())
+            await asyncio.sleep(0.05)  # sent; no reply yet
+            blocked.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await blocked
+            assert await ids(cache, session=session) == ["q0"]  # not the cancelled call's late reply
         await qa(cache, "u", session, "q1")
         assert await ids(cache, session=session) == ["q0", "q1"]
     finally:
         await cache.delete_session("u", session)
+        await cache.delete_session("u", other)
         await cache.close()
+        await admin.aclose()
 
 
 async def test_calls_overlapping_on_one_backend_each_get_their_own_reply(harness):
-    """While one call holds the backend's own connection, the others take pooled ones."""
+    """Overlapping calls each take a pooled connection of their own."""
     cache = await harness.make()
     await asyncio.gather(*(qa(cache, "u", f"s{i % 4}", f"q{i}") for i in range(40)))
     reads = await asyncio.gather(*(cache.get_all_qa_entries("u", f"s{i % 4}") for i in range(40)))
     for i, entries in enumerate(reads):
         assert sorted(e.qa_id for e in entries) == sorted(f"q{j}" for j in range(40) if j % 4 == i % 4)
+
+
+async def test_an_injected_client_whose_pool_raises_when_full_makes_calls_wait(harness):
+    """redis-py's default pool raises once ``max_connections`` are in use; the backend holds further calls instead."""
+    if harness.kind == "fake":
+        client = harness.fakeredis.aioredis.FakeRedis(server=harness.server, decode_responses=True, max_connections=4)
+    else:
+        client = aioredis.Redis.from_url(harness.url, decode_responses=True, max_connections=4)
+    cache = RedisCache(client=client, clock=FakeClock())
+    await cache.open()
+    try:
+        await asyncio.gather(*(qa(cache, "u", "s", f"q{i}") for i in range(40)))
+        reads = await asyncio.gather(*(ids(cache) for _ in range(40)))
+        assert all(sorted(read) == sorted(f"q{i}" for i in range(40)) for read in reads)
+    finally:
+        await cache.close()
+        await client.aclose()
 
 
 async def test_script_flush_and_reopen(harness):

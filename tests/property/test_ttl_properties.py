@@ -2,7 +2,8 @@
 
 Expiry counts from the session's last write of a kind, never from a read: an entry
 is gone 1.0·TTL after that write, and visible for at least (1 - slack)·TTL
-(slack 0.05 for ``lazy_slack``, 0 for ``sliding``). TTL 0 stores no expiry and
+(slack 0.05 for ``lazy_slack``, 0 for ``sliding``, 0.5 for the custom policy defined
+here, which backends know only by its declared rule). TTL 0 stores no expiry and
 writes none. Time moves only through a FakeClock.
 """
 
@@ -31,9 +32,27 @@ TTL = 1000.0
 U, S = "u1", "s1"
 YEAR = 365 * 86400.0
 
+
+
+class CustomSlackTTL(TTLPolicy):
+    """A policy from outside memlab's built-ins: re-stamps once expiry lags the target by ``slack``·TTL."""
+
+    name = "custom_slack"
+
+    def __init__(self, seconds: float | None, slack: float = 0.5) -> None:
+        super().__init__(seconds)
+        self.slack = slack
+
+    def restamp_cutoff(self, now: datetime) -> datetime | None:
+        if self.seconds is None:
+            return None
+        return now + timedelta(seconds=(1 - self.slack) * self.seconds)
+
+
 POLICIES: dict[str, Callable[[], TTLPolicy]] = {
     "sliding": lambda: SlidingTTL(TTL),
     "lazy_slack": lambda: LazySlackTTL(TTL),
+    "custom": lambda: CustomSlackTTL(TTL),
 }
 
 BACKEND_SETTINGS = settings(max_examples=30, deadline=None)
@@ -112,7 +131,7 @@ def run(coroutine):
 #: gaps in seconds (millisecond grain), with the window edges drawn often
 _gaps = st.one_of(
     st.integers(0, int(1.2 * TTL * 1000)).map(lambda ms: ms / 1000),
-    st.sampled_from([0.0, 0.95 * TTL - 0.001, 0.95 * TTL, 0.5 * TTL, TTL - 0.001, TTL, TTL + 0.001]),
+    st.sampled_from([0.0, 0.95 * TTL - 0.001, 0.95 * TTL, 0.5 * TTL - 0.001, 0.5 * TTL, TTL - 0.001, TTL, TTL + 0.001]),
 )
 _write_ops = st.sampled_from(["qa", "update", "delete_feedback", "ctx", "ctx_update", "read"])
 _steps = st.lists(st.tuples(_gaps, _write_ops), max_size=20)
@@ -310,6 +329,23 @@ def test_lazy_slack_restamps_only_past_the_slack(seconds, slack, current, now):
     assert policy.needs_restamp(None, now)
 
 
+@given(seconds=_seconds, slack=_slacks, now=_times)
+def test_built_in_policies_declare_their_cutoff(seconds, slack, now):
+    target = now + timedelta(seconds=seconds)
+    assert SlidingTTL(seconds).restamp_cutoff(now) == target
+    assert LazySlackTTL(seconds, slack=slack).restamp_cutoff(now) == target - timedelta(seconds=slack * seconds)
+    assert NoTTL(seconds).restamp_cutoff(now) is None
+
+
+@given(seconds=_seconds, slack=_slacks, current=st.none() | _times, now=_times)
+def test_needs_restamp_is_the_declared_rule_and_never_moves_expiry_back(seconds, slack, current, now):
+    """Any policy, custom ones included: re-stamp iff unset or before the cutoff, which never passes the new stamp."""
+    for policy in (SlidingTTL(seconds), LazySlackTTL(seconds, slack=slack), CustomSlackTTL(seconds, slack=slack)):
+        cutoff = policy.restamp_cutoff(now)
+        assert cutoff <= policy.expiry_after_write(now)
+        assert policy.needs_restamp(current, now) == (current is None or current < cutoff)
+
+
 @given(seconds=_seconds, current=st.none() | _times, now=_times)
 def test_lazy_slack_zero_is_sliding(seconds, current, now):
     assert LazySlackTTL(seconds, slack=0.0).needs_restamp(current, now) == SlidingTTL(seconds).needs_restamp(current, now)
@@ -323,7 +359,12 @@ def test_lazy_slack_zero_is_sliding(seconds, current, now):
 def test_policies_keep_expiry_within_their_window(seconds, slack, gaps):
     """Stamping as told keeps expiry in [(1 - slack)·TTL, TTL] after every write, never moving back."""
     tolerance = timedelta(microseconds=2)  # timedelta rounds to whole microseconds
-    for policy, low in ((SlidingTTL(seconds), 1.0), (LazySlackTTL(seconds, slack=slack), 1.0 - slack)):
+    policies = (
+        (SlidingTTL(seconds), 1.0),
+        (LazySlackTTL(seconds, slack=slack), 1.0 - slack),
+        (CustomSlackTTL(seconds, slack=slack), 1.0 - slack),
+    )
+    for policy, low in policies:
         now, expiry = datetime(2026, 1, 1, tzinfo=timezone.utc), None
         for gap in gaps:
             now += timedelta(seconds=gap)
@@ -335,12 +376,15 @@ def test_policies_keep_expiry_within_their_window(seconds, slack, gaps):
 
 
 @pytest.mark.parametrize("seconds", [0, None, -5, 0.0])
-@pytest.mark.parametrize("make", [SlidingTTL, LazySlackTTL, NoTTL], ids=["sliding", "lazy_slack", "none"])
+@pytest.mark.parametrize(
+    "make", [SlidingTTL, LazySlackTTL, NoTTL, CustomSlackTTL], ids=["sliding", "lazy_slack", "none", "custom"]
+)
 def test_disabled_policies_never_stamp(make, seconds):
     policy = make(seconds)
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
     assert policy.enabled is False
     assert policy.expiry_after_write(now) is None
+    assert policy.restamp_cutoff(now) is None
     assert policy.needs_restamp(None, now) is False
     assert policy.needs_restamp(now, now) is False
 
