@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from memlab.exceptions import UsageError
 
@@ -228,9 +229,10 @@ def _bench_recall(args: argparse.Namespace) -> int:
     from memlab.retrievers import parse_search_type
 
     types = tuple(parse_search_type(name).value for name in args.types) if args.types else None
+    chosen: dict[str, Any] = {"types": types} if types else {}  # else the spec's default types
     spec = RecallBenchSpec(
         documents=args.documents,
-        **({"types": types} if types else {}),
+        **chosen,
         embedder=args.embedder,
         latency_documents=args.latency_documents,
         queries=args.queries,

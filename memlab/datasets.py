@@ -16,6 +16,7 @@ naming the dataset id and permission, never its content.
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,8 @@ def _check_permission(permission: str) -> str:
 class Datasets:
     """Dataset registry of one stack; ``memory()`` returns the stack's permanent memory, which performs deletions."""
 
+    # the method ``list`` shadows the builtin in this class body: annotations here spell it ``builtins.list``
+
     def __init__(self, store: RelationalStore, users: Users, memory: Callable[[], PermanentMemory]) -> None:
         self._store = store
         self._users = users
@@ -73,7 +76,7 @@ class Datasets:
         owner = await self._users.resolve(user)
         return await self._store.get_dataset(owner.id, name)
 
-    async def list(self, user: Any = None, permission: str = "read") -> list[Dataset]:
+    async def list(self, user: Any = None, permission: str = "read") -> builtins.list[Dataset]:
         """Every dataset the user may ``permission`` (own first, then granted, oldest first)."""
         _check_permission(permission)
         acting = await self._users.resolve(user)
@@ -122,7 +125,7 @@ class Datasets:
             raise PermissionDeniedError(f"user {acting.id} may not {permission} dataset {target.id}")
         return target
 
-    async def list_data(self, dataset: Any, user: Any = None) -> list[DataRecord]:
+    async def list_data(self, dataset: Any, user: Any = None) -> builtins.list[DataRecord]:
         """The documents of a dataset the user may read, oldest first."""
         target = await self.resolve(dataset, user, "read")
         return await self._store.list_data(target.id)
@@ -139,7 +142,7 @@ class Datasets:
 
     # -- internals -----------------------------------------------------------------
     @staticmethod
-    def _principals(user: User) -> list[uuid.UUID]:
+    def _principals(user: User) -> builtins.list[uuid.UUID]:
         return [user.id] + ([user.parent_user_id] if user.parent_user_id else [])
 
     async def _find(self, dataset: Any, acting: User) -> Dataset:

@@ -36,6 +36,8 @@ async def run_demo(stack: "MemoryStack", out: Callable[[str], Any] = print, *, s
     summary: the stored ``qa_ids``, the ``recall`` hits per query, the number of
     turns read back, and whether the feedback was stored.
     """
+    from memlab.models import SessionRecallResponse
+
     config = stack.config
     out("memlab demo: session memory")
     out(f"data root: {config.data_root.resolve()}  |  cache backend: {config.cache.backend if stack.cache else 'off'}")
@@ -56,7 +58,11 @@ async def run_demo(stack: "MemoryStack", out: Callable[[str], Any] = print, *, s
     out("")
     out("2. recall by keyword (session lane; best match first, ties oldest first)")
     for query in DEMO_QUERIES:
-        hits = await stack.recall(query, session_id=session_id)
+        hits = []
+        for hit in await stack.recall(query, session_id=session_id):
+            if not isinstance(hit, SessionRecallResponse):
+                raise RuntimeError(f"recall({query!r}) returned a {hit.source!r} result; the demo expects session hits only")
+            hits.append(hit)
         summary["recall"][query] = [(hit.qa_id, hit.matched_tokens) for hit in hits]
         out(f"   recall({query!r}) -> {len(hits)} hit{'s' if len(hits) != 1 else ''}")
         for hit in hits:

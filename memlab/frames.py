@@ -75,12 +75,12 @@ class Frames:
         ``effective_query``, ``rewrite``, ``analysis_error``, ``guidance_ids`` (see
         :mod:`memlab.flows.turn`).
         """
-        rows = []
+        rows: list[dict[str, Any]] = []
         for entry in await self._session.get_session(session_id=session_id, user=user):
             meta = entry.memify_metadata or {}
             if "turn_mode" not in meta:
                 continue
-            row = {"qa_id": entry.qa_id, "time": entry.time, "question": entry.question}
+            row: dict[str, Any] = {"qa_id": entry.qa_id, "time": entry.time, "question": entry.question}
             row.update({name: meta.get(f"turn_{name}") for name in TURN_COLUMNS if name not in row})
             row["llm_calls"] = (row["answer_calls"] or 0) + (row["analysis_calls"] or 0)
             row["guidance_ids"] = list(entry.used_session_context_ids or [])

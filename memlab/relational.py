@@ -15,15 +15,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import json
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple, TypeVar, cast
 
 from sqlalchemy import Boolean, Column, ForeignKey, Index, Integer, MetaData, String, Table, Text, bindparam, delete, exists, func, select, update
+from sqlalchemy.sql import ClauseElement
 
 from memlab._sqlrun import DB, SQLiteRunner, is_integrity_error
 from memlab.exceptions import StackStateError, ValidationError
 from memlab.migrations import exclusive
 from memlab.models import DataRecord, Dataset, PipelineRun, User
+
+T = TypeVar("T")
 
 #: ``pipeline_runs.pipeline_name`` of a remember() run's staging step (records documents, builds nothing)
 ADD_PIPELINE = "add_pipeline"
@@ -111,7 +114,7 @@ _RUN_COLS = tuple(pipeline_runs.c)
 _HASH_CHUNK = 100
 _building = (pipeline_runs.c.dataset_id == bindparam("dataset_id"), pipeline_runs.c.pipeline_name != bindparam("staging"))
 
-STATEMENTS = {
+STATEMENTS: dict[str, ClauseElement] = {
     "user_insert": users.insert().values(
         id=bindparam("id"),
         name=bindparam("name"),
@@ -283,12 +286,16 @@ class RelationalStore:
 
     def require_open(self) -> None:
         """``StackStateError`` unless the store is open."""
+        self._open_runner()
+
+    def _open_runner(self) -> SQLiteRunner:
+        """The runner; ``StackStateError`` unless the store is open."""
         if self._runner is None:
             raise StackStateError(f"the metadata store {self.path} is not open; use 'async with stack:' or 'await stack.open()'")
+        return self._runner
 
-    async def _run(self, fn, *, write: bool):
-        self.require_open()
-        return await self._runner.run(fn, write=write)
+    async def _run(self, fn: Callable[[DB], T], *, write: bool) -> T:
+        return await self._open_runner().run(fn, write=write)
 
     # users
     async def create_user(self, name: str, parent_user_id: uuid.UUID | None = None, *, is_default: bool = False) -> User:
@@ -396,7 +403,7 @@ class RelationalStore:
         ids, wanted = str(dataset_id), list(dict.fromkeys(hashes))
 
         def work(db: DB) -> dict[str, str]:
-            found = {}
+            found: dict[str, str] = {}
             for start in range(0, len(wanted), _HASH_CHUNK):
                 chunk = wanted[start : start + _HASH_CHUNK]
                 padded = chunk + chunk[-1:] * (_HASH_CHUNK - len(chunk))
@@ -406,7 +413,9 @@ class RelationalStore:
         return await self._run(work, write=False)
 
     async def count_data(self, dataset_id: uuid.UUID) -> int:
-        return (await self._run(lambda db: db.first("data_count", dataset_id=str(dataset_id)), write=False))[0]
+        # a COUNT query always returns exactly one row
+        row = cast(tuple, await self._run(lambda db: db.first("data_count", dataset_id=str(dataset_id)), write=False))
+        return row[0]
 
     async def get_data(self, dataset_id: uuid.UUID, data_id: uuid.UUID) -> DataRecord | None:
         row = await self._run(lambda db: db.first("data_by_id", dataset_id=str(dataset_id), id=str(data_id)), write=False)
@@ -456,7 +465,8 @@ class RelationalStore:
         ids = str(dataset_id)
 
         def work(db: DB) -> BuildState:
-            documents, any_run, built = db.first("build_summary", dataset_id=ids, staging=staging_pipeline)
+            # a SELECT of aggregates always returns exactly one row
+            documents, any_run, built = cast(tuple, db.first("build_summary", dataset_id=ids, staging=staging_pipeline))
             latest = db.first("run_latest_build", dataset_id=ids, staging=staging_pipeline)
             return BuildState(documents, bool(any_run), bool(built), _run(latest) if latest else None)
 

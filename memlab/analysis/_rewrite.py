@@ -82,10 +82,10 @@ def build_conversational_query(raw: str, prior_turns: Sequence[tuple[str, str]])
         return raw[:MAX_QUERY_CHARS]
     text = _render(turns, raw)
     for field in (_ANSWER, _QUESTION):
-        for turn in turns:
+        for kept in turns:
             overflow = len(text) - MAX_QUERY_CHARS
             if overflow <= 0:
                 return text
-            turn[field] = turn[field][: max(0, len(turn[field]) - overflow)]
+            kept[field] = kept[field][: max(0, len(kept[field]) - overflow)]
             text = _render(turns, raw)
     return text[:MAX_QUERY_CHARS]

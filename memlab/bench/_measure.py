@@ -24,13 +24,18 @@ from memlab.exceptions import SubjectFailed
 
 
 class CacheBenchSpec(Protocol):
-    """What the measuring code reads of ``memlab.bench.cache.CacheBenchSpec``."""
+    """What the measuring code reads of ``memlab.bench.cache.CacheBenchSpec`` (read-only, as that frozen dataclass)."""
 
-    n: int
-    sessions: int
-    per_session: int
-    top_k: int
-    seed: int
+    @property
+    def n(self) -> int: ...
+    @property
+    def sessions(self) -> int: ...
+    @property
+    def per_session(self) -> int: ...
+    @property
+    def top_k(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
 
 __all__ = [
     "BLOCK",
@@ -275,6 +280,8 @@ async def measure_subjects(
                     if first is None:
                         first = perf() - start
                 elapsed = perf() - start
+            if first is None:
+                raise ValueError("the workload has no recall queries")
             run.results["recall"] = (spec.n / elapsed, {"first_query_ms": first * 1000, "mean_hits": hits / spec.n})
 
         count = len(work.multi_turns)  # round-robin: turn i goes to session i % sessions

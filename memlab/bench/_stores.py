@@ -181,11 +181,16 @@ class RawSQLite(Subject):
         conn.execute("CREATE INDEX IF NOT EXISTS ix_qa_session_seq ON qa (user_id, session_id, seq)")
         self._conn = conn
 
+    def _opened(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError(f"{self.name} store at {self.path} is not open")
+        return self._conn
+
     async def append(self, session: str, index: int, question: str, answer: str, payload: str) -> None:
-        self._conn.execute(self._INSERT, (self.user, session, str(index), payload, time.time()))
+        self._opened().execute(self._INSERT, (self.user, session, str(index), payload, time.time()))
 
     async def read_last_10(self, session: str) -> list:
-        rows = self._conn.execute(self._LAST, (self.user, session)).fetchall()
+        rows = self._opened().execute(self._LAST, (self.user, session)).fetchall()
         rows.reverse()
         return rows
 

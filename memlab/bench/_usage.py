@@ -25,7 +25,10 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncpg
 
 __all__ = ["FileProbe", "PostgresProbe", "RedisProbe", "Usage", "asyncpg_dsn", "sqlite_logical_bytes"]
 
@@ -121,14 +124,15 @@ class PostgresProbe:
     def __init__(self, url: str, tables: Sequence[str]) -> None:
         self.url = url
         self.tables = list(tables)
-        self._conn = None
+        self._conn: asyncpg.Connection | None = None
 
     async def measure(self) -> Usage:
-        if self._conn is None:
+        conn = self._conn
+        if conn is None:
             import asyncpg
 
-            self._conn = await asyncpg.connect(asyncpg_dsn(self.url), timeout=10)
-        return Usage(int(await self._conn.fetchval(self._SQL, self.tables)))
+            conn = self._conn = await asyncpg.connect(asyncpg_dsn(self.url), timeout=10)
+        return Usage(int(await conn.fetchval(self._SQL, self.tables)))
 
     async def close(self) -> None:
         if self._conn is not None:

@@ -312,17 +312,23 @@ def _redis_kwargs(url: str) -> dict[str, Any]:
     return redis_connection_kwargs(**_redis_settings(url))
 
 
+def _required_url(name: str, url: str | None) -> str:
+    if url is None:
+        raise BackendSkipped(f"needs a server: set {' or '.join(SERVER_URL_ENV[name])}")
+    return url
+
+
 def _backend_probe(name: str, backend: Any, user: str, url: str | None) -> tuple[Any, str]:
     from memlab.bench._usage import FileProbe, PostgresProbe, RedisProbe
 
     if name == "redis":
         from memlab.cache._redis import PREFIXES
 
-        return RedisProbe(_redis_kwargs(url), [f"{prefix}{user}:*" for prefix in PREFIXES]), "MEMORY USAGE"
+        return RedisProbe(_redis_kwargs(_required_url(name, url)), [f"{prefix}{user}:*" for prefix in PREFIXES]), "MEMORY USAGE"
     if name == "postgres":
         from memlab.cache._sql_schema import metadata
 
-        return PostgresProbe(url, [table.name for table in metadata.sorted_tables]), "pg_total_relation_size"
+        return PostgresProbe(_required_url(name, url), [table.name for table in metadata.sorted_tables]), "pg_total_relation_size"
     path = getattr(backend, "path", None)
     if isinstance(path, Path):
         return FileProbe(path), "files"
@@ -424,8 +430,11 @@ def _rows_for(name: str, spec: CacheBenchSpec, repeats: list[dict[str, Any]], st
             values = [s[key] for s in measured if s.get(key) is not None]
             return median(values) if values else None
 
-        total, early, late = mid("bytes"), mid("early"), mid("late")
-        growth = late / early if early and late is not None else None
+        total, early_per_entry, late_per_entry = mid("bytes"), mid("early"), mid("late")
+        db_bytes, wal_bytes = mid("db_bytes"), mid("wal_bytes")
+        if total is None:
+            raise ValueError(f"{name}: no storage measurement holds a byte count")
+        growth = late_per_entry / early_per_entry if early_per_entry and late_per_entry is not None else None
         limit = GROWTH_TARGET if name not in CEILINGS else None
         rows.append(
             {
@@ -437,11 +446,11 @@ def _rows_for(name: str, spec: CacheBenchSpec, repeats: list[dict[str, Any]], st
                 "extra": {
                     "method": measured[0].get("method", ""),
                     "bytes": int(total),
-                    "db_bytes": None if mid("db_bytes") is None else int(mid("db_bytes")),
-                    "wal_bytes": None if mid("wal_bytes") is None else int(mid("wal_bytes")),
+                    "db_bytes": None if db_bytes is None else int(db_bytes),
+                    "wal_bytes": None if wal_bytes is None else int(wal_bytes),
                     "bytes_per_entry": total / entries,
-                    "early_bytes_per_entry": early,
-                    "late_bytes_per_entry": late,
+                    "early_bytes_per_entry": early_per_entry,
+                    "late_bytes_per_entry": late_per_entry,
                     "growth_ratio": growth,
                     "growth_target": limit,
                     "growth_status": _status(growth, limit, at_most=True),

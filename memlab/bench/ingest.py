@@ -89,7 +89,10 @@ def _latencies(search, queries) -> tuple[float, float]:
     timings: list[float] = []
     for query in _table.timed(queries, timings):
         search(query)
-    return _table.percentile(timings, 50, scale=1000), _table.percentile(timings, 95, scale=1000)
+    p50, p95 = _table.percentile(timings, 50, scale=1000), _table.percentile(timings, 95, scale=1000)
+    if p50 is None or p95 is None:
+        raise ValueError("no query was timed")
+    return p50, p95
 
 
 def chunk_vectors(n: int, dim: int, *, queries: int, seed: int) -> tuple[Any, Any]:

@@ -246,7 +246,7 @@ class DiskCache(CacheBackend):
         self._slow: diskcache.Cache | None = None  # lock timeout lock_timeout: used on the executor thread only
         self._executor: ThreadPoolExecutor | None = None
         self._queued = 0  # writes of this instance waiting on the executor
-        self._disk = None  # diskcache.Disk, to decode rows written by Cache.set itself
+        self._disk: diskcache.Disk | None = None  # to decode rows written by Cache.set itself
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r}, ttl={self.ttl.name}:{self.ttl.seconds})"
@@ -330,6 +330,8 @@ class DiskCache(CacheBackend):
         mode, filename, value = row
         if mode == _MODE_RAW:
             return value
+        if self._disk is None:
+            raise RuntimeError(f"{self.name} cache at {self.path} is not open")
         return self._disk.fetch(mode, filename, value, False)  # a row written by Cache.set itself
 
     def _payloads(self, rows: list[tuple]) -> list[str]:
@@ -463,14 +465,11 @@ class DiskCache(CacheBackend):
                 return _DEAD_CURSOR, [], True
             if meta.broken:
                 return _UNREADABLE_CURSOR, con.execute(_RANGE, (low, high)).fetchall(), True
-            incremental = (
-                isinstance(cursor, tuple)
-                and len(cursor) == 2
-                and cursor[0] == meta.epoch
-                and type(cursor[1]) is int
-                and 0 <= cursor[1] <= meta.next
-            )
-            start = keys.row(cursor[1]) if incremental else low
+            incremental, start = False, low
+            if isinstance(cursor, tuple) and len(cursor) == 2:
+                epoch, seq = cursor
+                if epoch == meta.epoch and type(seq) is int and 0 <= seq <= meta.next:
+                    incremental, start = True, keys.row(seq)
             return (meta.epoch, meta.next), con.execute(_RANGE, (start, high)).fetchall(), not incremental
 
         new_cursor, rows, reset = await self._run(work, write=False)
@@ -484,7 +483,9 @@ class DiskCache(CacheBackend):
             if meta is None:
                 return False
             seq = self._seq_of(con, keys, key)
-            row = None if seq is None else con.execute(_GET, (keys.row(seq),)).fetchone()
+            if seq is None:
+                return False
+            row = con.execute(_GET, (keys.row(seq),)).fetchone()
             if row is None:
                 return False
             value = self._value(row)

@@ -68,7 +68,7 @@ def save_snapshot(directory: str | os.PathLike[str], graph: KnowledgeGraph, vect
     files: dict[str, bytes | memoryview] = {_GRAPH_FILE: _json_bytes(graph.to_dict(copy=False))}
     for name in vectors.names():
         blob, state = vectors.collection(name).to_state()
-        files[f"{name}.faiss"] = memoryview(blob)
+        files[f"{name}.faiss"] = blob.data  # == memoryview(blob); numpy types ndarray as a Buffer only on 3.12+
         files[f"{name}.ids.json"] = _json_bytes(state)
     record = {
         "format": SNAPSHOT_FORMAT,

@@ -184,6 +184,7 @@ async def run_migrations(url: str | None = None, *, revision: str = "head") -> s
 
     dialect, parsed = resolve_url(url)
     display = parsed.render_as_string(hide_password=True)
+    runner: SQLiteRunner | PostgresRunner
     try:
         if dialect == "sqlite":
             if not parsed.database or parsed.database == ":memory:":

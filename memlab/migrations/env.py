@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 
 from alembic import context
 
@@ -43,8 +44,11 @@ async def _run_cli() -> None:
     from memlab._sqlrun import PostgresRunner, SQLiteRunner
 
     dialect, url = resolve_url(_url())
+    runner: SQLiteRunner | PostgresRunner
     if dialect == "sqlite":
-        runner = SQLiteRunner(url.database, {})
+        if not url.database:
+            raise SystemExit("memlab migrations: the SQLite URL names no database file (use sqlite:///path)")
+        runner = SQLiteRunner(Path(url.database), {})
     else:
         runner = PostgresRunner(url, {}, pool_size=1)
     await runner.open()

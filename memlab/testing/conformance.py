@@ -45,7 +45,7 @@ from typing import Any
 
 import pytest
 
-from memlab.cache._base import CacheBackend, QALog
+from memlab.cache import CacheBackend, QALog
 from memlab.exceptions import SessionParameterValidationError, SessionQAEntryValidationError, ValidationError
 from memlab.models import SessionQAEntry
 from memlab.testing._clock import FakeClock
