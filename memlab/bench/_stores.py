@@ -304,7 +304,7 @@ class RawPostgresEqualWork(Subject):
     SQLAlchemy and no memlab code (only asyncpg and SQL text here).
 
     **Tables.** Memlab's QA tables, column for column and index for index
-    (:mod:`memlab.cache._sql_schema` at the newest migration), in a schema of
+    (``memlab.cache.SQL_SCHEMA``, the cache tables at the newest migration), in a schema of
     their own (``bench_eq_<random>``, dropped with ``CASCADE`` by :meth:`close`),
     so memlab's tables are never touched: ``cache_qa_entries`` (``seq bigserial``
     primary key, ``varchar(255)`` ids, ``text`` payload, ``double precision``

@@ -144,7 +144,7 @@ def upgrade_connection(connection: Any, *, revision: str = "head", display_url: 
         config = alembic_config(connection)
         present = [name for name in _CACHE_TABLES if inspect(connection).has_table(name)]
         if before is None and not present and target == HEAD:
-            from memlab.cache._sql_schema import metadata
+            from memlab.cache import SQL_SCHEMA as metadata
 
             metadata.create_all(connection)
             command.stamp(config, HEAD)

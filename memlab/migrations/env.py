@@ -17,7 +17,7 @@ from pathlib import Path
 from alembic import context
 
 from memlab._sqlrun import resolve_url
-from memlab.cache._sql_schema import metadata
+from memlab.cache import SQL_SCHEMA as metadata
 from memlab.migrations import VERSION_TABLE, exclusive
 
 config = context.config

@@ -1,3 +1,5 @@
+"""The SQL session cache on SQLite or PostgreSQL (:class:`SQLCache`); its statements are in :mod:`.statements`."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -7,35 +9,17 @@ from collections.abc import Hashable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import BigInteger, Boolean, Float, String, Text, and_, bindparam, case, delete, exists, func, or_, select, tuple_, update
 from sqlalchemy.engine import make_url
 
-from memlab._sqlrun import DB, advisory_key, is_integrity_error, resolve_url
+from memlab._sqlrun import DB, is_integrity_error, resolve_url
 from memlab.cache._base import DEFAULT_TTL_SECONDS, CacheBackend, PayloadChange
-from memlab.cache._sql_schema import qa_entries, session_context, session_state
+from memlab.cache._sql.statements import KINDS_IN_LOCK_ORDER, PG_SESSION_SETTINGS, SWEEP_LOCK_KEY, TABLES, build_statements
 from memlab.exceptions import ConfigError, SessionQAEntryValidationError
 from memlab.ttl import LazySlackTTL
 
 logger = logging.getLogger("memlab.cache")
 
 _DEAD_CURSOR = ("dead",)
-_TABLES = {"qa": qa_entries, "context": session_context}
-#: multi-lock transactions take session-state rows in (user, session, kind) order
-_KINDS_IN_LOCK_ORDER = tuple(sorted(_TABLES))
-
-#: ``pg_try_advisory_xact_lock`` key guarding the global sweep on PostgreSQL: one
-#: sweeper per database at a time; the others skip (it is only housekeeping)
-SWEEP_LOCK_KEY = advisory_key("memlab.cache.sweep")
-
-#: PostgreSQL session settings of the cache's connections. Every statement the
-#: cache runs selects rows through an index prefix; left to itself, PostgreSQL
-#: plans a prepared statement from the table statistics of the moment: on a
-#: small or freshly vacuumed table a sequential scan plus a sort, kept as the
-#: table grows (read-last-10 at 300 rows: 0.3-0.4 ms of server time instead of
-#: 0.03 ms), or a fresh custom plan on every execution (~0.1 ms of server CPU
-#: each). Without sequential scans, one generic plan per statement is the index
-#: scan whatever the table size, made once per connection.
-PG_SESSION_SETTINGS = {"enable_seqscan": "off", "plan_cache_mode": "force_generic_plan"}
 
 
 def _dt(stamp: float | None) -> datetime | None:
@@ -45,202 +29,6 @@ def _dt(stamp: float | None) -> datetime | None:
 def _new_epoch() -> int:
     return secrets.randbits(62)
 
-
-def build_statements(dialect_name: str) -> dict:
-    """Every statement the SQL cache runs, with named bind parameters.
-
-    PostgreSQL keeps prepared statements and, once it judges them no worse than
-    the custom ones, reuses a *generic* plan made without the parameter values. A
-    plain ``user_id = $1 AND session_id = $2 ORDER BY seq DESC LIMIT $3`` is a bad
-    fit either way: its generic plan looks costlier, so it is re-planned on every
-    execution (read-last-10 measured 0.36 ms vs 0.19 ms for a literal-LIMIT
-    query), and when statistics say one session holds most rows the generic plan
-    becomes a scan of the whole table (28 ms instead of 0.2 ms for a small session
-    beside a 100,000-turn one). So on PostgreSQL every predicate selecting one
-    session's rows is a range over the leading columns of that table's index,
-    ``(user_id, session_id, k) > ($1, $2, floor) AND (user_id, session_id) <= ($1,
-    $2)`` (the scan starts and stops exactly at the session), plus ``user_id
-    BETWEEN $1 AND $1`` (estimated as a narrow range), and ordered results follow
-    the index key: the generic plan is the index scan, chosen and cached at once
-    (0.23 ms). The cache's own connections also force generic plans and rule
-    out sequential scans (:data:`PG_SESSION_SETTINGS`), so a plan
-    made while the tables are tiny is the index scan too.
-    ``tests/cache/test_postgres_backend.py`` checks the generic plans.
-    """
-    pg = dialect_name == "postgresql"
-    if pg:
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-
-    u, s = bindparam("user_id", type_=String), bindparam("session_id", type_=String)
-    st = session_state
-    in_state = (st.c.user_id == u, st.c.session_id == s, st.c.kind == bindparam("kind"))
-
-    def session_rows(table, user=u, session=s, after=None):
-        """``table``'s rows of one session (with ``seq > after`` when given)."""
-        if not pg:
-            rows = and_(table.c.user_id == user, table.c.session_id == session)
-            return rows if after is None else and_(rows, table.c.seq > after)
-        # the index column after (user_id, session_id), and a value below all of its own:
-        # qa (user_id, session_id, seq) with seq >= 1; state (user_id, session_id, kind);
-        # context unique (user_id, session_id, entry_id), entry ids never empty
-        third, floor = (table.c.seq, -1) if table is qa_entries else (table.c.kind if table is st else table.c.entry_id, "")
-        if after is not None:
-            floor = after
-        return and_(
-            tuple_(table.c.user_id, table.c.session_id, third) > tuple_(user, session, floor),  # index start
-            tuple_(table.c.user_id, table.c.session_id) <= tuple_(user, session),  # index stop
-            table.c.user_id.between(user, user),  # estimated as a narrow range (0.5 %), not 1/9 of the table
-        )
-
-    def in_index_order(table, *, descending=False):
-        keys = (table.c.user_id, table.c.session_id, table.c.seq) if pg else (table.c.seq,)
-        return [key.desc() for key in keys] if descending else list(keys)
-
-    def live(kind: str):
-        return exists().where(
-            st.c.user_id == u,
-            st.c.session_id == s,
-            st.c.kind == kind,
-            or_(st.c.expires_at.is_(None), st.c.expires_at > bindparam("now")),
-        )
-
-    stmts = {
-        "state_lock": select(st.c.expires_at, st.c.epoch).where(*in_state).with_for_update(),
-        "state_create": insert(st)
-        .values(user_id=u, session_id=s, kind=bindparam("kind"), expires_at=None, epoch=bindparam("epoch"))
-        .on_conflict_do_nothing(),
-        "state_update": update(st).where(*in_state).values(expires_at=bindparam("expires_at"), epoch=bindparam("epoch")),
-        "state_delete_session": delete(st).where(session_rows(st)),
-        # the sweep locks dead state rows first, in the same order every other transaction uses
-        "sweep_lock": select(st.c.user_id)
-        .where(st.c.expires_at <= bindparam("now"))
-        .order_by(st.c.user_id, st.c.session_id, st.c.kind)
-        .with_for_update(),
-        "sweep_state": delete(st).where(st.c.expires_at <= bindparam("now")),
-    }
-    for kind, table in _TABLES.items():
-        key = table.c.qa_id if kind == "qa" else table.c.entry_id
-        mine = session_rows(table)
-        exact = (table.c.user_id == u, table.c.session_id == s, key == bindparam("key"))  # a unique-index lookup
-        dead = select(st.c.user_id, st.c.session_id).where(st.c.kind == kind, st.c.expires_at <= bindparam("now"))
-        stmts.update(
-            {
-                f"{kind}_purge": delete(table).where(mine),
-                f"{kind}_all": select(table.c.payload)
-                .where(mine, live(kind))
-                .order_by(*(in_index_order(table) if kind == "qa" else [table.c.seq])),
-                f"{kind}_get": select(table.c.seq, table.c.payload).where(*exact).with_for_update(),
-                f"{kind}_set": update(table).where(table.c.seq == bindparam("seq")).values(payload=bindparam("payload")),
-                f"{kind}_delete": delete(table).where(*exact),
-                f"{kind}_sweep": delete(table).where(tuple_(table.c.user_id, table.c.session_id).in_(dead)),
-                f"{kind}_prune": delete(table),
-            }
-        )
-    qa = qa_entries
-    ctx_insert = insert(session_context).values(
-        user_id=u, session_id=s, entry_id=bindparam("key"), payload=bindparam("payload"), created_at=bindparam("created_at")
-    )
-    after_cursor = case(
-        (st.c.epoch == bindparam("cursor_epoch", type_=BigInteger), bindparam("after", type_=BigInteger)), else_=-1
-    )
-    stmts.update(
-        {
-            "qa_insert": qa.insert().values(
-                user_id=u, session_id=s, qa_id=bindparam("key"), payload=bindparam("payload"), created_at=bindparam("created_at")
-            ),
-            "qa_last_n": select(qa.c.payload)
-            .where(session_rows(qa), live("qa"))
-            .order_by(*in_index_order(qa, descending=True))
-            .limit(bindparam("last_n")),
-            # one statement: the live state's epoch, and the rows after the cursor when the
-            # cursor's epoch still matches (else all rows); no row at all = dead or missing
-            "qa_log": select(st.c.epoch, qa.c.seq, qa.c.payload)
-            .select_from(
-                st.outerjoin(qa, session_rows(qa, user=st.c.user_id, session=st.c.session_id, after=after_cursor))
-            )
-            .where(
-                st.c.user_id == u,
-                st.c.session_id == s,
-                st.c.kind == "qa",
-                or_(st.c.expires_at.is_(None), st.c.expires_at > bindparam("now")),
-            )
-            .order_by(*in_index_order(qa)),
-            "context_upsert": ctx_insert.on_conflict_do_update(
-                index_elements=["user_id", "session_id", "entry_id"], set_={"payload": ctx_insert.excluded.payload}
-            ),
-        }
-    )
-    if dialect_name == "postgresql":
-        stmts["sweep_try_lock"] = select(func.pg_try_advisory_xact_lock(bindparam("key", type_=BigInteger)))
-        stmts.update(_postgres_fast_writes(insert))
-    return stmts
-
-
-def _postgres_fast_writes(insert) -> dict:
-    """The common write of each kind as ONE statement (PostgreSQL only).
-
-    ``WITH locked AS (SELECT ... FROM cache_session_state ... FOR NO KEY UPDATE)``
-    takes the live session's state-row lock (it conflicts with the general path's
-    ``FOR UPDATE``); the INSERT reads its row from ``locked``, so ``seq`` is drawn
-    only once the lock is held and seq order equals commit order within a session
-    (what ``read_qa_log`` cursors rely on). Two variants:
-
-    * ``{kind}_write_fast``: writes only when no re-stamp is due (``ttl_on`` and
-      the stored expiry lags ``cutoff``), so the state row is locked, never
-      rewritten. Used with expiry off and by policies with slack (``lazy_slack``:
-      a re-stamp is due once per slack window).
-    * ``{kind}_write_fast_restamp``: also sets ``new_expiry`` when due, in a
-      second CTE. Used when the cutoff is the new expiry (``sliding``), which
-      re-stamps on every write.
-
-    No row is written when the state is missing or dead (or, in the first
-    variant, a re-stamp is due): the row count is 0 and the caller runs the full
-    transaction (create / scoped purge / re-stamp).
-    """
-    st = session_state
-    u, s = bindparam("user_id", type_=String), bindparam("session_id", type_=String)
-    fast = {}
-    for kind, table in _TABLES.items():
-        mine = (st.c.user_id == u, st.c.session_id == s, st.c.kind == kind)
-        live = or_(st.c.expires_at.is_(None), st.c.expires_at > bindparam("now", type_=Float))
-        due = and_(
-            bindparam("ttl_on", type_=Boolean),
-            or_(st.c.expires_at.is_(None), st.c.expires_at < bindparam("cutoff", type_=Float)),
-        )
-        key = "qa_id" if kind == "qa" else "entry_id"
-
-        def write_from(locked):
-            row = select(
-                u,
-                s,
-                bindparam("key", type_=String),
-                bindparam("payload", type_=Text),
-                bindparam("created_at", type_=Float),
-            ).select_from(locked)
-            stmt = insert(table).from_select(["user_id", "session_id", key, "payload", "created_at"], row)
-            if kind == "context":
-                stmt = stmt.on_conflict_do_update(
-                    index_elements=["user_id", "session_id", "entry_id"], set_={"payload": stmt.excluded.payload}
-                )
-            return stmt
-
-        quiet = select(st.c.expires_at).where(*mine, live, ~due).with_for_update(key_share=True).cte(f"{kind}_locked")
-        fast[f"{kind}_write_fast"] = write_from(quiet)
-
-        locked = select(st.c.expires_at).where(*mine, live).with_for_update(key_share=True).cte(f"{kind}_locked")
-        lagging = select(locked.c.expires_at).where(
-            or_(locked.c.expires_at.is_(None), locked.c.expires_at < bindparam("cutoff", type_=Float))
-        )
-        restamp = (
-            update(st)
-            .where(*mine, bindparam("ttl_on", type_=Boolean), lagging.exists())
-            .values(expires_at=bindparam("new_expiry", type_=Float))
-            .cte(f"{kind}_restamp")
-        )
-        fast[f"{kind}_write_fast_restamp"] = write_from(locked).add_cte(restamp)
-    return fast
 
 
 class SQLCache(CacheBackend):
@@ -503,7 +291,7 @@ class SQLCache(CacheBackend):
     async def _delete_session(self, user_id, session_id, now):
         def work(db: DB) -> bool:
             existed = False
-            for kind in _KINDS_IN_LOCK_ORDER:
+            for kind in KINDS_IN_LOCK_ORDER:
                 live = self._live_state(db, user_id, session_id, kind, now) is not None
                 removed = db.run(f"{kind}_purge", user_id=user_id, session_id=session_id)
                 existed = existed or (live and removed > 0)
@@ -521,7 +309,7 @@ class SQLCache(CacheBackend):
                 return 0
             if not db.rows("sweep_lock", now=stamp):  # locks the dead sessions' state rows
                 return 0
-            removed = sum(db.run(f"{kind}_sweep", now=stamp) for kind in _TABLES)
+            removed = sum(db.run(f"{kind}_sweep", now=stamp) for kind in TABLES)
             db.run("sweep_state", now=stamp)
             return removed
 
@@ -529,7 +317,7 @@ class SQLCache(CacheBackend):
 
     async def _prune(self):
         def work(db: DB) -> None:
-            for kind in _TABLES:
+            for kind in TABLES:
                 db.run(f"{kind}_prune")
             db.raw("DELETE FROM cache_session_state")
 
