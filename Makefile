@@ -3,7 +3,7 @@ SHELL   := /bin/bash
 PY      := .venv/bin/python
 OFFLINE := LITELLM_LOCAL_MODEL_COST_MAP=True LITELLM_OFFLINE_MODE=true HF_HUB_OFFLINE=1
 
-.PHONY: venv demo test bench servers
+.PHONY: venv demo test typecheck bench servers
 
 venv: .venv/.installed
 
@@ -18,8 +18,12 @@ venv: .venv/.installed
 demo: venv
 	$(PY) -m memlab demo
 
-test: venv
+test: venv typecheck
 	$(OFFLINE) scripts/with-servers.sh $(PY) -m pytest -q $(PYTEST_ARGS)
+
+# mypy on memlab/ with the settings in pyproject.toml ([tool.mypy])
+typecheck: venv
+	$(PY) -m mypy
 
 bench: venv
 	scripts/with-servers.sh $(PY) -m memlab bench cache
