@@ -44,7 +44,7 @@ import re
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, cast, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, cast, get_args
 
 import pydantic
 from pydantic import (
@@ -62,6 +62,9 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from memlab.exceptions import ConfigError
+
+if TYPE_CHECKING:  # the backends themselves are imported by name, on demand
+    from memlab.cache import CacheBackend
 
 __all__ = [
     "ANALYSIS_MODES",
@@ -604,7 +607,8 @@ def build_ttl_policy(config: StackConfig):
     if not ttl.seconds:
         name = "none"
     elif ttl.policy == "auto":
-        name = _load(CACHE_BACKENDS[config.cache.backend]).default_ttl_policy
+        backend = cast("type[CacheBackend]", _load(CACHE_BACKENDS[config.cache.backend]))  # every entry names one
+        name = backend.default_ttl_policy
     else:
         name = ttl.policy
     cls = _load(TTL_POLICIES[name])

@@ -27,6 +27,9 @@ Every class is defined here and only here; other modules re-export them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 __all__ = [
     "BackendError",
     "BackendSkipped",
@@ -55,6 +58,9 @@ class MemlabError(Exception):
 
 class ConfigError(MemlabError, ValueError):
     """A configuration value is unknown or unusable."""
+
+    #: for an invalid config section, each pydantic error as ``(location, message, input)``; empty otherwise
+    problems: Sequence[tuple[tuple[int | str, ...], str, Any]] = ()
 
 
 class ValidationError(MemlabError, ValueError):

@@ -307,7 +307,7 @@ def environment() -> dict[str, Any]:
 
 def _redis_kwargs(url: str) -> dict[str, Any]:
     """Connection kwargs for the raw loop and the probe: the settings the backend gets (db 0)."""
-    from memlab.cache._redis import redis_connection_kwargs
+    from memlab.cache import redis_connection_kwargs
 
     return redis_connection_kwargs(**_redis_settings(url))
 
@@ -322,11 +322,11 @@ def _backend_probe(name: str, backend: Any, user: str, url: str | None) -> tuple
     from memlab.bench._usage import FileProbe, PostgresProbe, RedisProbe
 
     if name == "redis":
-        from memlab.cache._redis import PREFIXES
+        from memlab.cache import RedisCache
 
-        return RedisProbe(_redis_kwargs(_required_url(name, url)), [f"{prefix}{user}:*" for prefix in PREFIXES]), "MEMORY USAGE"
+        return RedisProbe(_redis_kwargs(_required_url(name, url)), [f"{prefix}{user}:*" for prefix in RedisCache.KEY_PREFIXES]), "MEMORY USAGE"
     if name == "postgres":
-        from memlab.cache._sql_schema import metadata
+        from memlab.cache import SQL_SCHEMA as metadata
 
         return PostgresProbe(_required_url(name, url), [table.name for table in metadata.sorted_tables]), "pg_total_relation_size"
     path = getattr(backend, "path", None)

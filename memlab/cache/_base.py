@@ -98,7 +98,7 @@ class CacheBackend(abc.ABC):
     """Session cache backend. See the module docstring for the full contract."""
 
     #: configuration name (``CACHE_BACKEND``)
-    name: ClassVar[str] = ""
+    name: str = ""
     #: TTL policy chosen when the config says ``auto``
     default_ttl_policy: ClassVar[str] = "sliding"
 

@@ -50,12 +50,15 @@ import logging
 from collections.abc import Hashable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from memlab._clock import Clock
 from memlab.cache._base import CacheBackend, QALog
 from memlab.models import SessionQAEntry
 from memlab.ttl import TTLPolicy
+
+if TYPE_CHECKING:  # imported when the cache opens
+    import httpx
 
 logger = logging.getLogger("memlab.cache")
 
@@ -189,7 +192,7 @@ class TapesCache:
         self.ingest_url = ingest_url.rstrip("/")
         self.endpoint = f"{self.ingest_url}/v1/ingest"
         self.timeout = timeout
-        self._client = None  # the httpx.AsyncClient while open
+        self._client: httpx.AsyncClient | None = None  # while open
         self._slots: asyncio.Semaphore | None = None
         self._pending: set[asyncio.Task] = set()
 
@@ -335,7 +338,7 @@ class TapesCache:
 
     # -- mirroring -------------------------------------------------------------------
 
-    async def _post(self, client: Any, slots: asyncio.Semaphore, record: dict[str, Any], qa_id: str | None) -> None:
+    async def _post(self, client: httpx.AsyncClient, slots: asyncio.Semaphore, record: dict[str, Any], qa_id: str | None) -> None:
         try:
             response = await client.post(self.endpoint, json=record)
             if response.status_code >= 400:

@@ -96,6 +96,12 @@ def _packaged_model_path() -> Path:
             model=MINILM_NAME,
             provider_error=type(exc).__name__,
         ) from exc
+    if package.__file__ is None:  # a namespace package: no files of its own
+        raise EmbeddingError(
+            f"the offline MiniLM embedder found {MODEL_PACKAGE} without its files ({_INSTALL_HINT}), "
+            f"or {MODEL_PATH_ENV} pointing at its model.onnx",
+            model=MINILM_NAME,
+        )
     return Path(package.__file__).parent / "model.onnx"
 
 

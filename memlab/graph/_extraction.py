@@ -49,7 +49,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -387,7 +387,7 @@ def _sentence_triples(text: str, mentions: list[_Mention]) -> list[tuple[str, st
             if verb is None:
                 continue
         else:
-            if gap.verb:
+            if gap.verb and gap.words is not None:  # a verb gap always has its words
                 verb = gap.words
             elif gap.words is not None and verb is not None:
                 base = list(verb)
@@ -419,7 +419,8 @@ def _summary(text: str, spans: list[tuple[int, int]]) -> str:
 def extract_offline(text: str) -> ChunkExtraction:
     """The offline provider's deterministic extraction of one chunk's text (rules in the module docstring)."""
     spans = sentence_spans(text)
-    starts = {_LEADING_PUNCT.match(text, start).end() for start, _ in spans}
+    # ``[\W_]*`` matches (possibly empty) at every position, so ``match`` never returns None here
+    starts = {cast("re.Match[str]", _LEADING_PUNCT.match(text, start)).end() for start, _ in spans}
     mentions = _mentions(text, starts)
     entities: dict[str, ExtractedEntity] = {}
     for mention in mentions:

@@ -142,7 +142,8 @@ class PermanentMemory:
     async def remember(self, dataset: Dataset, documents: Sequence[Document], *, tags: Sequence[str] = (), progress: bool | None = None) -> RememberResult:
         """Add the documents new to ``dataset`` and cognify them; known content is not redone."""
         known = await self._store.known_hashes(dataset.id, [document.content_hash for document in documents])
-        data_ids, new_docs = [], {}
+        data_ids: list[str] = []
+        new_docs: dict[str, Document] = {}
         for document in documents:
             data_id = known.get(document.content_hash) or str(data_id_for(dataset.id, document.content_hash))
             data_ids.append(data_id)

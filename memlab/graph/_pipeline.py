@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memlab.exceptions import LLMError
 from memlab.graph._chunking import Chunk, chunk_text
 from memlab.graph._documents import Document
 from memlab.graph._extraction import ChunkExtraction, extraction_messages, normalize_entity_name, register_offline_extraction
@@ -97,13 +98,15 @@ async def extract(
     chunked = [(data_id, document, chunk_text(document.text, chunk_size=chunk_size, overlap=overlap)) for data_id, document in documents]
     jobs = [chunk for _, _, chunks in chunked for chunk in chunks]
     usage = {"llm_calls": 0, "tokens_in": 0, "tokens_out": 0}
-    results: list[ChunkExtraction | None] = [None] * len(jobs)
+    results: dict[int, ChunkExtraction] = {}  # job index -> its extraction
     slots = asyncio.Semaphore(concurrency)
     bar = _progress_bar(len(jobs), progress)
 
     async def one(index: int, chunk: Chunk) -> None:
         async with slots:
             result = await llm.complete(extraction_messages(chunk.text), response_model=ChunkExtraction)
+        if result.structured is None:  # complete() with a response_model returns the validated instance
+            raise LLMError(f"the LLM returned no ChunkExtraction for chunk {chunk.index}", model=getattr(llm, "model", None))
         results[index] = result.structured
         usage["llm_calls"] += 1
         usage["tokens_in"] += result.tokens_in
@@ -122,7 +125,7 @@ async def extract(
             bar.close()
     out, position = [], 0
     for data_id, document, chunks in chunked:
-        extractions = tuple(results[position : position + len(chunks)])
+        extractions = tuple(results[index] for index in range(position, position + len(chunks)))
         position += len(chunks)
         out.append(Extracted(data_id, document, tuple(chunks), extractions, tuple(tags)))
     return out, usage
@@ -203,7 +206,7 @@ def build_delta(dataset_id: str, extracted: Sequence[Extracted]) -> GraphDelta:
 
 async def embed_delta(delta: GraphDelta, embedder: Any) -> dict[str, tuple[list[str], Any]]:
     """``collection -> (ids, vectors)`` for every text of the delta; a ``tagged_*`` collection gets the rows of ``chunks``."""
-    out = {}
+    out: dict[str, tuple[list[str], Any]] = {}
     for name, texts in delta.texts.items():
         if texts:
             ids = list(texts)

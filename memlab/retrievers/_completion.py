@@ -9,21 +9,17 @@ shape and ``usage`` always counts the answer call.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
 from memlab.llm import StructuredHandler
 from memlab.retrievers._base import (
-    ANSWER_INSTRUCTIONS,
     Completion,
     RetrievalScope,
     Retriever,
     SearchResultItem,
     add_usage,
-    answer,
-    no_usage,
     vector_items,
 )
 from memlab.retrievers._types import SearchType

@@ -31,7 +31,7 @@ then each round's new triplets), so it may hold more than ``top_k`` items.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -155,7 +155,7 @@ def offline_follow_up(request: Any) -> dict[str, str]:
     Polonium" to "Who discovered Polonium?"; the question itself when the draft
     adds no word (or is "I don't know."), which then finds nothing new.
     """
-    user = next((message for message in reversed(request.messages) if message.get("role") == "user"), {})
+    user: Mapping[str, Any] = next((message for message in reversed(request.messages) if message.get("role") == "user"), {})
     content = user.get("content")
     draft = ""
     for line in (content if isinstance(content, str) else "").splitlines():

@@ -82,12 +82,15 @@ class TimeWindow:
 def _span(text: str) -> tuple[int, int] | None:
     """The days one matched date expression covers (None for an impossible day such as 31 April)."""
     iso = _ISO.fullmatch(text)
+    year_match = _YEAR_IN.search(text)
+    if year_match is None:  # every match of _DATE names a year
+        raise ValueError(f"not a date expression (it names no year): {text!r}")
     try:
         if iso:
             day = dt.date(*map(int, iso.groups())).toordinal()
             return day, day
         rest = _YEAR_IN.sub(" ", text)
-        year = int(_YEAR_IN.search(text).group(1))
+        year = int(year_match.group(1))
         if text.lower().endswith("s"):
             decade = year - year % 10
             return dt.date(decade, 1, 1).toordinal(), dt.date(decade + 9, 12, 31).toordinal()
@@ -174,10 +177,10 @@ class TemporalRetriever(AnswerFromContext):
             return []
         windows = parse_time_window(query)
         if not windows:
-            items = await vector_items(query, scope, "chunks")
-            for item in items:
+            plain = await vector_items(query, scope, "chunks")
+            for item in plain:
                 item.raw.update(dates=[], windows=[])
-            return items
+            return plain
         spans = [window.iso() for window in windows]
         items: list[SearchResultItem] = []
         for dataset_id in scope.dataset_ids:
@@ -190,8 +193,8 @@ class TemporalRetriever(AnswerFromContext):
             if not candidates:
                 continue
             for chunk_id, distance in await _nearest_among(query, scope, dataset_id, candidates):
-                item = element_item(graph, dataset_id, chunk_id, distance, dates=candidates[chunk_id], windows=spans)
-                if item is not None:
-                    items.append(item)
+                found = element_item(graph, dataset_id, chunk_id, distance, dates=candidates[chunk_id], windows=spans)
+                if found is not None:
+                    items.append(found)
         items.sort(key=lambda item: item.score)
         return items[: scope.top_k]

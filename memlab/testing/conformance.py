@@ -87,14 +87,21 @@ def _purge_interval(seconds: float):
     return pytest.mark.parametrize("purge_interval_seconds", [seconds], ids=[f"purge{seconds:g}"])
 
 
+def _ttl_seconds(ttl: TTLPolicy) -> float:
+    """The policy's lifetime; only policies that expire have one."""
+    if ttl.seconds is None:
+        raise ValueError(f"the {ttl.name or type(ttl).__name__} TTL policy never expires: it has no lifetime")
+    return ttl.seconds
+
+
 def _live_for(ttl: TTLPolicy) -> float:
     """Seconds after a write during which the written kind is guaranteed readable."""
-    return (1.0 - getattr(ttl, "slack", 0.0)) * ttl.seconds
+    return (1.0 - getattr(ttl, "slack", 0.0)) * _ttl_seconds(ttl)
 
 
 def _restamp_due(ttl: TTLPolicy) -> float:
     """Seconds after a write by which a further write certainly re-stamps, well inside the TTL (half of it: sliding)."""
-    return (1.0 + getattr(ttl, "slack", 0.0)) / 2 * ttl.seconds
+    return (1.0 + getattr(ttl, "slack", 0.0)) / 2 * _ttl_seconds(ttl)
 
 
 async def _qa(backend: CacheBackend, qa_id: str, user: str = U, session: str = S, **fields: Any) -> SessionQAEntry:
@@ -107,8 +114,15 @@ async def _ctx(backend: CacheBackend, entry_id: str, user: str = U, session: str
     return await backend.create_session_context_entry(user, session, {"id": entry_id, "kind": "context", **fields})
 
 
+def _stored_id(entry: SessionQAEntry) -> str:
+    """The ``qa_id`` of a turn read back from a backend, which always assigns one."""
+    if entry.qa_id is None:
+        raise AssertionError(f"the backend returned a stored turn without a qa_id: {entry!r}")
+    return entry.qa_id
+
+
 async def _qa_ids(backend: CacheBackend, user: str = U, session: str = S) -> list[str]:
-    return [entry.qa_id for entry in await backend.get_all_qa_entries(user, session)]
+    return [_stored_id(entry) for entry in await backend.get_all_qa_entries(user, session)]
 
 
 async def _ctx_ids(backend: CacheBackend, user: str = U, session: str = S) -> list[str]:

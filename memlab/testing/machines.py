@@ -91,7 +91,8 @@ class CacheAgreementMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        if self.factory is None:
+        factory = type(self).factory
+        if factory is None:
             raise TypeError("CacheAgreementMachine needs a backend factory: use agreement_machine(factory)")
         self.loop = asyncio.new_event_loop()
         self.tmp_path = Path(tempfile.mkdtemp(prefix="memlab-machine-"))
@@ -104,7 +105,7 @@ class CacheAgreementMachine(RuleBasedStateMachine):
             common = {"clock": self.clock, "purge_interval_seconds": self.purge_interval_seconds}
             self.model = MemoryCache(ttl=SlidingTTL(self.ttl_seconds), **common)
             self.run(self.model.open())
-            context = type(self).factory(tmp_path=self.tmp_path, ttl=SlidingTTL(self.ttl_seconds), **common)
+            context = factory(tmp_path=self.tmp_path, ttl=SlidingTTL(self.ttl_seconds), **common)
             self.sut = self.run(context.__aenter__())
             self._sut_context = context
         except BaseException:

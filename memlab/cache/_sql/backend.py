@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from memlab._sqlrun import DB, is_integrity_error, resolve_url
+from memlab._sqlrun import DB, PostgresRunner, SQLiteRunner, is_integrity_error, resolve_url
 from memlab.cache._base import DEFAULT_TTL_SECONDS, CacheBackend, PayloadChange
 from memlab.cache._sql.statements import KINDS_IN_LOCK_ORDER, PG_SESSION_SETTINGS, SWEEP_LOCK_KEY, TABLES, build_statements
 from memlab.exceptions import ConfigError, SessionQAEntryValidationError
@@ -24,6 +24,10 @@ _DEAD_CURSOR = ("dead",)
 
 def _dt(stamp: float | None) -> datetime | None:
     return None if stamp is None else datetime.fromtimestamp(stamp, timezone.utc)
+
+
+def _stamp(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
 
 
 def _new_epoch() -> int:
@@ -70,32 +74,40 @@ class SQLCache(CacheBackend):
         self.url = url
         self.dialect = dialect
         self.display_url = make_url(url).render_as_string(hide_password=True)
+        #: the SQLite file (None on PostgreSQL)
+        self.path: Path | None
+        self.name = "sqlite" if dialect == "sqlite" else "postgres"
         if dialect == "sqlite":
             if not parsed.database or parsed.database == ":memory:":
                 raise ConfigError(f"SQLCache needs a database file path, got {self.display_url!r}")
-            self.name = "sqlite"
             self.path = Path(parsed.database)
         else:
             if importlib.util.find_spec("asyncpg") is None:
                 raise ImportError("the postgres cache needs asyncpg: pip install 'memlab[postgres]'")
-            self.name = "postgres"
             self.path = None
-        self._pg_options = {"pool_size": pool_size, "connect_timeout": connect_timeout, "command_timeout": command_timeout}
-        self._runner = None
+        self._pool_size, self._connect_timeout, self._command_timeout = pool_size, connect_timeout, command_timeout
+        self._runner: SQLiteRunner | PostgresRunner | None = None
 
     def __repr__(self) -> str:
         return f"SQLCache({self.display_url!r}, ttl={self.ttl.name}:{self.ttl.seconds})"
 
     # lifecycle
     async def _open(self) -> None:
-        from memlab._sqlrun import PostgresRunner, SQLiteRunner
         from memlab.migrations import upgrade_connection
 
         statements = build_statements(self.dialect)
-        if self.dialect == "sqlite":
+        runner: SQLiteRunner | PostgresRunner
+        if self.path is not None:
             runner = SQLiteRunner(self.path, statements)
         else:
-            runner = PostgresRunner(self.url, statements, server_settings=PG_SESSION_SETTINGS, **self._pg_options)
+            runner = PostgresRunner(
+                self.url,
+                statements,
+                server_settings=PG_SESSION_SETTINGS,
+                pool_size=self._pool_size,
+                connect_timeout=self._connect_timeout,
+                command_timeout=self._command_timeout,
+            )
         await runner.open()
         try:
             # SQLite: through the slow path's own connection (busy timeout, BEGIN
@@ -183,7 +195,7 @@ class SQLCache(CacheBackend):
                 user_id=user_id,
                 session_id=session_id,
                 kind=kind,
-                expires_at=self.ttl.expiry_after_write(now).timestamp() if restamp else expires_at,
+                expires_at=_stamp(self.ttl.expiry_after_write(now)) if restamp else expires_at,
                 epoch=_new_epoch() if bump else epoch,
             )
 
@@ -211,21 +223,23 @@ class SQLCache(CacheBackend):
         return [row[0] for row in reversed(rows)]
 
     async def _read_qa_log(self, user_id, session_id, cursor: Hashable | None, now):
-        ours = isinstance(cursor, tuple) and len(cursor) == 2 and all(type(part) is int for part in cursor)
+        known: tuple[int, int] | None = None
+        if isinstance(cursor, tuple) and len(cursor) == 2 and all(type(part) is int for part in cursor):
+            known = (cursor[0], cursor[1])
         rows = await self._execute(
             "qa_log",
             write=False,
             user_id=user_id,
             session_id=session_id,
             now=now.timestamp(),
-            cursor_epoch=cursor[0] if ours else None,
-            after=cursor[1] if ours else -1,
+            cursor_epoch=known[0] if known else None,
+            after=known[1] if known else -1,
         )
         if not rows:
             return _DEAD_CURSOR, [], True
         epoch = rows[0][0]
-        incremental = ours and cursor[0] == epoch
-        after = cursor[1] if incremental else -1
+        incremental = known is not None and known[0] == epoch
+        after = known[1] if known is not None and incremental else -1
         rows = [row for row in rows if row[1] is not None]  # the outer join's empty side
         last_seq = rows[-1][1] if rows else max(after, 0)
         return (epoch, last_seq), [row[2] for row in rows], not incremental
@@ -304,7 +318,7 @@ class SQLCache(CacheBackend):
         stamp = now.timestamp()
 
         def work(db: DB) -> int:
-            if self.dialect == "postgresql" and not db.first("sweep_try_lock", key=SWEEP_LOCK_KEY)[0]:
+            if self.dialect == "postgresql" and not (db.first("sweep_try_lock", key=SWEEP_LOCK_KEY) or (False,))[0]:
                 logger.debug("postgres cache sweep skipped: another process is sweeping")
                 return 0
             if not db.rows("sweep_lock", now=stamp):  # locks the dead sessions' state rows

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from sqlalchemy import BigInteger, Boolean, Float, String, Text, and_, bindparam, case, delete, exists, func, or_, select, tuple_, update
 
 from memlab._sqlrun import advisory_key
@@ -48,10 +51,9 @@ def build_statements(dialect_name: str) -> dict:
     ``tests/cache/test_postgres_backend.py`` checks the generic plans.
     """
     pg = dialect_name == "postgresql"
-    if pg:
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    insert: Callable[..., Any] = postgresql.insert if pg else sqlite.insert
 
     u, s = bindparam("user_id", type_=String), bindparam("session_id", type_=String)
     st = session_state

@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memlab.exceptions import ConfigError
 from memlab.llm._litellm import load_litellm
@@ -17,6 +17,9 @@ from memlab.llm._prompt import prompt_text
 from memlab.llm._structured import StructuredHandlers
 from memlab.llm._tokens import estimate_tokens
 from memlab.llm.offline._respond import respond
+
+if TYPE_CHECKING:  # litellm itself is imported lazily, by load_litellm()
+    from litellm import CustomLLM
 
 __all__ = [
     "HANDLERS_PARAM",
@@ -90,10 +93,14 @@ def _finish(model: str, messages: Sequence[Mapping[str, Any]], text: str, model_
 
 
 @functools.cache
-def _handler_class() -> type:
+def _handler_class() -> type[CustomLLM]:
     litellm = load_litellm()
+    if TYPE_CHECKING:
+        from litellm import CustomLLM as Base
+    else:
+        Base = litellm.CustomLLM  # the same class, from the litellm that load_litellm() set up
 
-    class OfflineLLM(litellm.CustomLLM):
+    class OfflineLLM(Base):
         """The ``memlab`` litellm provider (see :mod:`memlab.llm.offline`)."""
 
         def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
@@ -112,7 +119,7 @@ def _handler_class() -> type:
 
 
 @functools.cache
-def offline_handler() -> Any:
+def offline_handler() -> CustomLLM:
     """The process-wide provider instance; it holds no state (each call brings its client's handlers)."""
     return _handler_class()()
 
