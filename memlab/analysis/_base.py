@@ -1,7 +1,7 @@
 """The :class:`AnalysisMode` contract: how one session turn sequences analysis, retrieval and answer (SPEC §6).
 
 A mode is a strategy over a :class:`TurnPort`, the I/O of one turn (the stack's
-turn runner, :mod:`memlab._turn`, implements it: session reads and writes,
+turn runner, :mod:`memlab.flows.turn`, implements it: session reads and writes,
 retrieval, the answer call, guidance). Modes hold no state between turns and are
 safe to share; the runner serialises the turns of one (user, session) with a lock.
 

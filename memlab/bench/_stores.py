@@ -202,7 +202,12 @@ class RawSQLite(Subject):
 
 
 class RawRedis(Subject):
-    """Plain ``redis.asyncio`` lists, one per session."""
+    """Plain ``redis.asyncio`` lists, one per session, on the same client the backend uses.
+
+    The client is built as :class:`~memlab.cache.RedisCache` builds its own
+    (:func:`memlab.cache.redis_client`: the same connection settings on a blocking
+    pool), so the ceiling differs from the backend only in the commands it sends.
+    """
 
     name = RAW_REDIS
     method = "MEMORY USAGE"
@@ -217,9 +222,9 @@ class RawRedis(Subject):
         return f"{RAW_REDIS_PREFIX}{self.user}:{session}"
 
     async def open(self) -> None:
-        import redis.asyncio as aioredis
+        from memlab.cache import redis_client
 
-        self._client = aioredis.Redis(**self._kwargs)
+        self._client = redis_client(self._kwargs)
         await self._client.ping()
 
     async def append(self, session: str, index: int, question: str, answer: str, payload: str) -> None:

@@ -7,12 +7,13 @@ only when first touched).
 from memlab._imports import lazy_getattr
 from memlab.cache._base import CacheBackend, QALog
 
-__all__ = ["CacheBackend", "DiskCache", "MemoryCache", "QALog", "RedisCache", "SQLCache", "SQL_SCHEMA", "TapesCache", "redis_connection_kwargs"]
+__all__ = ["CacheBackend", "DiskCache", "MemoryCache", "QALog", "RedisCache", "SQLCache", "SQL_SCHEMA", "TapesCache", "redis_client", "redis_connection_kwargs"]
 
 _LAZY = {
     "DiskCache": "memlab.cache._disk",
     "MemoryCache": "memlab.cache._memory",
     "RedisCache": "memlab.cache._redis",
+    "redis_client": "memlab.cache._redis",
     "redis_connection_kwargs": "memlab.cache._redis",
     "SQLCache": "memlab.cache._sql",
     "SQL_SCHEMA": "memlab.cache._sql",

@@ -77,7 +77,7 @@ from memlab.exceptions import (
     SessionQAEntryValidationError,
 )
 
-__all__ = ["RedisCache", "redis_connection_kwargs"]
+__all__ = ["RedisCache", "redis_client", "redis_connection_kwargs"]
 
 QA_PREFIX = "agent_sessions:"
 CONTEXT_PREFIX = "session_context:"
@@ -158,6 +158,25 @@ def redis_connection_kwargs(
             kwargs.pop(key)
         kwargs["unix_socket_path"] = unix_path
     return kwargs
+
+
+def redis_client(connection_kwargs: dict[str, Any]) -> "aioredis.Redis":
+    """A ``redis.asyncio.Redis`` for :func:`redis_connection_kwargs`, on a blocking pool.
+
+    redis-py's default pool raises ``MaxConnectionsError`` as soon as more than its
+    limit of calls are in flight, which would turn a burst of writes into failures
+    while the server is healthy. A :class:`redis.asyncio.BlockingConnectionPool` of
+    :data:`POOL_MAX_CONNECTIONS` makes a call wait for a free connection, at most
+    :data:`POOL_WAIT_SECONDS`; only then does it fail. The client owns its pool.
+    """
+    settings = aioredis.Redis(**connection_kwargs).connection_pool  # redis-py's own translation of the settings
+    pool = aioredis.BlockingConnectionPool(
+        connection_class=settings.connection_class,
+        max_connections=POOL_MAX_CONNECTIONS,
+        timeout=POOL_WAIT_SECONDS,
+        **settings.connection_kwargs,
+    )
+    return aioredis.Redis.from_pool(pool)
 
 
 def _us(moment: datetime) -> int:
@@ -308,22 +327,8 @@ class RedisCache(CacheBackend):
         return self._sync
 
     def _new_client(self) -> "aioredis.Redis":
-        """The backend's async client: same settings as :meth:`sync_client`, on a blocking pool.
-
-        redis-py's default pool raises ``MaxConnectionsError`` as soon as more than its
-        limit of calls are in flight, which would turn a burst of writes into failures
-        while the server is healthy. A :class:`redis.asyncio.BlockingConnectionPool`
-        of :data:`POOL_MAX_CONNECTIONS` makes a call wait for a free connection, at most
-        :data:`POOL_WAIT_SECONDS`; only then does it fail (``CacheConnectionError``).
-        """
-        settings = aioredis.Redis(**self._conn_kwargs).connection_pool  # redis-py's own translation of the settings
-        pool = aioredis.BlockingConnectionPool(
-            connection_class=settings.connection_class,
-            max_connections=POOL_MAX_CONNECTIONS,
-            timeout=POOL_WAIT_SECONDS,
-            **settings.connection_kwargs,
-        )
-        return aioredis.Redis.from_pool(pool)
+        """The backend's async client: same settings as :meth:`sync_client` (:func:`redis_client`)."""
+        return redis_client(self._conn_kwargs)
 
     async def _open(self) -> None:
         if self._client is None:

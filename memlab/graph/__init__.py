@@ -24,7 +24,6 @@ _LAZY: dict[str, str] = {
     "vector_search_latency": "memlab.graph._vector_bench",
     # --- end storage layer ---
     "Document": "memlab.graph._documents",
-    "sentence_spans": "memlab.graph._chunking",
     "load_documents": "memlab.graph._documents",
     "PermanentMemory": "memlab.graph._memory",
     "data_id_for": "memlab.graph._memory",

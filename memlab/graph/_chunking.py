@@ -2,13 +2,7 @@
 
 Sizes are in tokens as :func:`memlab.llm.estimate_tokens` counts them (SPEC §8).
 
-Sentences (:func:`sentence_spans`): a sentence ends at every line break and
-after ``.``, ``!`` or ``?`` (runs such as ``?!`` or ``...`` and closing quotes or
-brackets included) when whitespace or the end of the text follows. A period
-does not end a sentence after a known abbreviation (``Dr.``, ``e.g.``, ``vs.``,
-... see ``ABBREVIATIONS``), a single capital initial (``J. K. Rowling``) or a
-dotted acronym (``U.S.``); decimals (``3.5``) never split because no whitespace
-follows their period. A span never starts or ends with whitespace.
+Sentences come from :func:`memlab.text.sentence_spans` (the rules are there).
 
 Chunks (:func:`chunk_text`) pack whole sentences while the chunk's text fits in
 ``chunk_size`` tokens. A sentence above ``chunk_size`` is cut into pieces at
@@ -28,21 +22,13 @@ from dataclasses import dataclass
 
 from memlab.exceptions import ValidationError
 from memlab.llm import estimate_tokens
+from memlab.text import ABBREVIATIONS, sentence_spans
 
 __all__ = ["ABBREVIATIONS", "MIN_CHUNK_SIZE", "Chunk", "chunk_text", "sentence_spans"]
 
 MIN_CHUNK_SIZE = 16
 
-#: lowercase words (without their final period) after which a period does not end a sentence
-ABBREVIATIONS = frozenset(
-    "mr mrs ms mx dr prof sr jr st mt rev hon gen col capt lt sgt gov sen rep pres "
-    "vs cf e.g i.e approx ca dept est fig no nos vol pp inc ltd corp jan feb mar apr jun jul aug sep sept oct nov dec".split()
-)
-
-_BOUNDARY = re.compile(r"\n|[.!?]+[\"')\]\u201d\u2019]*(?=\s|$)")
-_INITIAL_OR_ACRONYM = re.compile(r"[\"'(\[]*(?:[A-Z]|(?:[A-Za-z]\.)+[A-Za-z])")
 _NON_SPACE = re.compile(r"\S+")
-_LOOKBEHIND = 24  # characters searched for the word before a period (abbreviations are short)
 
 
 @dataclass(frozen=True)
@@ -54,45 +40,6 @@ class Chunk:
     start: int
     end: int
     tokens: int
-
-
-def _ends_sentence(text: str, match: re.Match[str]) -> bool:
-    """False for a lone period after an abbreviation, an initial or a dotted acronym."""
-    if match.group() != ".":
-        return True
-    period = match.start()
-    words = text[max(0, period - _LOOKBEHIND) : period].split()
-    if not words or text[period - 1].isspace():
-        return True
-    stem = words[-1]
-    return stem.lower().lstrip("\"'([") not in ABBREVIATIONS and _INITIAL_OR_ACRONYM.fullmatch(stem) is None
-
-
-def _stripped(text: str, start: int, end: int) -> tuple[int, int] | None:
-    """``(start, end)`` narrowed to exclude surrounding whitespace; None when only whitespace is left."""
-    piece = text[start:end]
-    kept = piece.strip()
-    if not kept:
-        return None
-    first = start + len(piece) - len(piece.lstrip())
-    return first, first + len(kept)
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` character offsets of the sentences of ``text`` (see the module docstring)."""
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for match in _BOUNDARY.finditer(text):
-        if not _ends_sentence(text, match):
-            continue
-        span = _stripped(text, start, match.end())
-        if span is not None:
-            spans.append(span)
-        start = match.end()
-    span = _stripped(text, start, len(text))
-    if span is not None:
-        spans.append(span)
-    return spans
 
 
 def _pieces(text: str, chunk_size: int) -> list[tuple[int, int]]:

@@ -13,7 +13,7 @@
   LLM client's ``memlab/offline`` calls (``llm.handlers``), which then answer
   deterministically from the chunk text alone (:func:`extract_offline`, rules below).
 
-Offline rules (per chunk, sentences as :func:`~memlab.graph._chunking.sentence_spans` splits them):
+Offline rules (per chunk, sentences as :func:`~memlab.text.sentence_spans` splits them):
 
 * **Date** entities: ISO ``2024-03-12``, ``12 March 2024``, ``March 12, 2024``,
   ``March 2024`` (full or abbreviated capitalised month names), and a 4-digit
@@ -53,7 +53,7 @@ from typing import Any, NamedTuple, cast
 
 from pydantic import BaseModel, Field, model_validator
 
-from memlab.graph._chunking import sentence_spans
+from memlab.text import sentence_spans
 from memlab.llm import LLMClient, OfflineRequest
 from memlab.text import message_text
 

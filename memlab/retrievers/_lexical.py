@@ -23,11 +23,11 @@ remember / forget replaces it (:meth:`memlab.graph.PermanentMemory.derived`).
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from memlab.text import lexical_tokens
 from memlab.retrievers._base import RetrievalScope, Retriever, SearchResultItem, element_item
 from memlab.retrievers._chunks import check_request
 from memlab.retrievers._routing import _QUOTED
@@ -38,12 +38,6 @@ __all__ = ["BM25_B", "BM25_K1", "LexicalChunksRetriever", "lexical_tokens"]
 BM25_K1 = 1.2
 BM25_B = 0.75
 
-_TOKEN = re.compile(r"\w+")
-
-
-def lexical_tokens(text: str) -> list[str]:
-    """The lowercase word tokens of ``text``, in order (repeats kept)."""
-    return _TOKEN.findall(text.lower())
 
 
 def _folded(text: str) -> str:

@@ -36,7 +36,7 @@ def _heading(line: str) -> str | None:
 
 def skill_description(text: str) -> str:
     """The description part of a skill chunk's ``"name: description"`` (rules in the module docstring)."""
-    from memlab.graph import sentence_spans
+    from memlab.text import sentence_spans
 
     lines = text.split("\n")
     while lines and (not lines[0].strip() or _heading(lines[0]) is not None):

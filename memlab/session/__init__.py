@@ -11,7 +11,8 @@ from typing import Any
 from memlab.models import SessionQAEntry
 from memlab.session._api import SessionAPI
 from memlab.session._guidance import AppliedGuidance, Guidance, ServedGuidance, context_entries
-from memlab.session._keyword import KeywordIndex, tokenize
+from memlab.session._keyword import KeywordIndex
+from memlab.text import session_tokens as tokenize
 from memlab.session._manager import HISTORY_LAST_N, SessionManager
 
 __all__ = [

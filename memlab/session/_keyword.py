@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import heapq
-import re
 from collections import Counter
 from collections.abc import Hashable
 
 from memlab.cache import QALog
 from memlab.models import SessionQAEntry
+from memlab.text import session_tokens
 
-_WORD = re.compile(r"\b\w+\b")
-
-
-def tokenize(text: str) -> set[str]:
-    """The session keyword tokenizer: lower-cased ``\\w+`` runs of length >= 2.
-
-    Unicode word characters and ``_`` belong to tokens; ``-`` and ``'`` split them.
-    """
-    return {token for token in _WORD.findall(text.lower()) if len(token) >= 2}
 
 
 def entry_tokens(entry: SessionQAEntry) -> set[str]:
     """Tokens of a turn: question, context and answer together."""
-    return tokenize(f"{entry.question} {entry.context} {entry.answer}")
+    return session_tokens(f"{entry.question} {entry.context} {entry.answer}")
 
 
 class KeywordIndex:
@@ -53,7 +44,7 @@ class KeywordIndex:
     def search(self, query: str, top_k: int) -> list[tuple[SessionQAEntry, int]]:
         """Up to ``top_k`` ``(entry, matched token count)``, best first, ties oldest first."""
         scores: Counter[int] = Counter()
-        for token in tokenize(query):
+        for token in session_tokens(query):
             scores.update(self._postings.get(token, ()))
         best = heapq.nsmallest(top_k, scores.items(), key=lambda item: (-item[1], item[0]))
         return [(self.entries[position], score) for position, score in best]

@@ -11,6 +11,8 @@ import uuid
 from typing import Literal
 
 import pytest
+
+from memlab.text import context_sentences
 from pydantic import BaseModel, Field, field_validator
 
 import memlab
@@ -32,7 +34,6 @@ from memlab.llm.offline import (
     ensure_registered,
     fill_schema,
     parse_prompt,
-    split_sentences,
 )
 from memlab.text import content_words
 
@@ -112,7 +113,7 @@ def test_prompt_parsing_helpers() -> None:
     question, context = parse_prompt(context_prompt("Who bakes?", ["Alice bakes.", "Bob sings."], instructions="Be brief."))
     assert question == "Who bakes?"
     assert context == "Alice bakes.\nBob sings."
-    assert split_sentences("- one. two!\n---\n3) three?\n\n") == ["one.", "two!", "three?"]
+    assert context_sentences("- one. two!\n---\n3) three?\n\n") == ["one.", "two!", "three?"]
     assert content_words("What are the Cities of France?") == {"city", "france"}
     assert best_sentence("bakes bread", ["Alice bakes cakes and pies daily.", "Bob bakes bread."]) == "Bob bakes bread."
     assert best_sentence("", ["anything"]) is None

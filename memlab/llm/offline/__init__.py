@@ -54,7 +54,7 @@ Answers
 
 from __future__ import annotations
 
-from memlab.llm.offline._parsing import best_sentence, extractive_answer, parse_prompt, split_sentences
+from memlab.llm.offline._parsing import best_sentence, extractive_answer, parse_prompt
 from memlab.llm.offline._provider import (
     HANDLERS_PARAM,
     LATENCY_ENV,
@@ -80,5 +80,4 @@ __all__ = [
     "offline_latency_ms",
     "parse_prompt",
     "respond",
-    "split_sentences",
 ]

@@ -6,13 +6,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memlab.text import I_DONT_KNOW, content_words, message_text
+from memlab.text import I_DONT_KNOW, content_words, context_sentences, message_text
 
-__all__ = ["best_sentence", "extractive_answer", "parse_prompt", "split_sentences"]
+__all__ = ["best_sentence", "extractive_answer", "parse_prompt"]
 
 _MARKER = re.compile(r"^\s*(context|question)\s*:[ \t]?(.*)$", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_BULLET = re.compile(r"^(?:[-*\u2022]+|\d+[.)])\s+")
 
 
 def _blocks(text: str) -> tuple[list[str], list[str], list[str]]:
@@ -49,17 +47,6 @@ def parse_prompt(messages: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
     return (question if question is not None else last_user_other), "\n".join(contexts)
 
 
-def split_sentences(context: str) -> list[str]:
-    """The sentences of a context block: split at line breaks and after ``.``, ``!`` or ``?``;
-    list bullets stripped; lines without a letter or digit (``---`` separators) dropped."""
-    sentences: list[str] = []
-    for line in context.splitlines():
-        line = _BULLET.sub("", line.strip())
-        for piece in _SENTENCE_END.split(line):
-            piece = piece.strip()
-            if piece and any(ch.isalnum() for ch in piece):
-                sentences.append(piece)
-    return sentences
 
 
 def best_sentence(question: str, sentences: Sequence[str]) -> str | None:
@@ -83,4 +70,4 @@ def best_sentence(question: str, sentences: Sequence[str]) -> str | None:
 def extractive_answer(messages: Sequence[Mapping[str, Any]]) -> str:
     """The offline plain-completion answer for ``messages``: the best context sentence, else ``"I don't know."``."""
     question, context = parse_prompt(messages)
-    return best_sentence(question, split_sentences(context)) or I_DONT_KNOW
+    return best_sentence(question, context_sentences(context)) or I_DONT_KNOW

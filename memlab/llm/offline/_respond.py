@@ -9,7 +9,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from memlab.llm._structured import OfflineRequest, StructuredHandlers
-from memlab.llm.offline._parsing import best_sentence, extractive_answer, parse_prompt, split_sentences
+from memlab.llm.offline._parsing import best_sentence, extractive_answer, parse_prompt
+from memlab.text import context_sentences
 from memlab.llm.offline._schema import fill_schema
 from memlab.text import I_DONT_KNOW
 
@@ -55,7 +56,7 @@ def respond(messages: Sequence[Mapping[str, Any]], response_format: Any = None, 
     if not structured:
         return extractive_answer(messages)
     question, context = parse_prompt(messages)
-    sentences = tuple(split_sentences(context))
+    sentences = tuple(context_sentences(context))
     answer = best_sentence(question, sentences) or I_DONT_KNOW
     handler = handlers.lookup(name, schema) if handlers is not None else None
     if handler is not None:
