@@ -111,7 +111,7 @@ class MemoryStack:
 
     @functools.cached_property
     def _flows(self) -> "RecallFlows":
-        """recall() and search(), built on first use (they import the retrieval stack)."""
+        """recall() and search() with their turn runner and warm-up probe, built on first use."""
         from memlab.flows.recall import RecallFlows
         from memlab.flows.turn import TurnRunner
         from memlab.flows.warmup import WarmupProbe
