@@ -9,9 +9,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import multiprocessing
-import traceback
 import uuid
 from pathlib import Path
 
@@ -19,6 +16,7 @@ import pytest
 
 from memlab import MemoryStack, StackConfig
 from memlab.testing import fast_config
+from memlab.testing.processes import run_in_processes
 
 PROCESSES = 8
 
@@ -28,42 +26,22 @@ def _stack(root: str, defaults: bool) -> MemoryStack:
     return MemoryStack.from_config(StackConfig(data_root=Path(root)) if defaults else fast_config(Path(root)))
 
 
-def _writer(root: str, writer: int, turns: int, defaults: bool, barrier, results) -> None:
-    async def run() -> None:
-        barrier.wait(timeout=120)  # every process opens the fresh root at the same moment
-        async with _stack(root, defaults) as stack:
-            for i in range(turns):
-                if defaults:  # remember()'s own defaults: self_improvement=True
-                    result = await stack.remember(f"writer {writer} turn {i} about Lisbon", session_id=f"s{writer % 2}")
-                else:
-                    result = await stack.remember(
-                        f"writer {writer} turn {i} about Lisbon", session_id=f"s{writer % 2}", self_improvement=False
-                    )
-                if result.status != "session_stored":
-                    raise AssertionError(f"writer {writer} turn {i}: {result.status}")
-
-    try:
-        asyncio.run(run())
-        results.put(None)
-    except BaseException:
-        results.put(traceback.format_exc())
+async def _writer(root: str, writer: int, turns: int, defaults: bool, *, barrier) -> None:
+    barrier.wait(timeout=120)  # every process opens the fresh root at the same moment
+    async with _stack(root, defaults) as stack:
+        for i in range(turns):
+            if defaults:  # remember()'s own defaults: self_improvement=True
+                result = await stack.remember(f"writer {writer} turn {i} about Lisbon", session_id=f"s{writer % 2}")
+            else:
+                result = await stack.remember(
+                    f"writer {writer} turn {i} about Lisbon", session_id=f"s{writer % 2}", self_improvement=False
+                )
+            if result.status != "session_stored":
+                raise AssertionError(f"writer {writer} turn {i}: {result.status}")
 
 
 async def _run_writers(root: Path, turns: int, defaults: bool) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    barrier, results = ctx.Barrier(PROCESSES), ctx.Queue()
-    procs = [
-        ctx.Process(target=_writer, args=(str(root), w, turns, defaults, barrier, results)) for w in range(PROCESSES)
-    ]
-    for proc in procs:
-        proc.start()
-    try:
-        failures = [tb for tb in [await asyncio.to_thread(results.get, True, 600) for _ in procs] if tb]
-    finally:
-        for proc in procs:
-            await asyncio.to_thread(proc.join, 120)
-            if proc.is_alive():
-                proc.kill()
+    failures = await run_in_processes(_writer, [(str(root), w, turns, defaults) for w in range(PROCESSES)])
     assert not failures, f"{len(failures)} of {PROCESSES} processes failed; first:\n{failures[0]}"
 
 

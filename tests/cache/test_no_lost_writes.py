@@ -6,13 +6,11 @@ qa_ids; afterwards every entry is there once, and each writer's entries are in
 the order it wrote them.
 """
 
-import asyncio
-import multiprocessing
-import traceback
 import uuid
 
 import pytest
 
+from memlab.testing.processes import run_in_processes
 from memlab.testing.suppliers import server_url
 
 WRITERS, PER_WRITER = 8, 200
@@ -43,18 +41,11 @@ def _backend(name: str, location: str):
     return SQLCache(location, purge_interval_seconds=0)
 
 
-def _writer(name: str, location: str, session: str, writer: int, barrier, results) -> None:
-    async def run() -> None:
-        async with _backend(name, location) as cache:
-            barrier.wait(timeout=120)
-            for i in range(PER_WRITER):
-                await cache.create_qa_entry("u", session, question=f"w{writer}", answer="a", qa_id=f"w{writer}-{i:04d}")
-
-    try:
-        asyncio.run(run())
-        results.put(None)
-    except BaseException:
-        results.put(traceback.format_exc())
+async def _writer(name: str, location: str, session: str, writer: int, *, barrier) -> None:
+    async with _backend(name, location) as cache:
+        barrier.wait(timeout=120)
+        for i in range(PER_WRITER):
+            await cache.create_qa_entry("u", session, question=f"w{writer}", answer="a", qa_id=f"w{writer}-{i:04d}")
 
 
 @pytest.mark.slow
@@ -62,18 +53,7 @@ def _writer(name: str, location: str, session: str, writer: int, barrier, result
 async def test_eight_processes_append_to_one_session(name, tmp_path):
     location = _location(name, tmp_path)
     session = f"lost-writes-{uuid.uuid4().hex}"
-    ctx = multiprocessing.get_context("spawn")
-    barrier, results = ctx.Barrier(WRITERS), ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(name, location, session, w, barrier, results)) for w in range(WRITERS)]
-    for proc in procs:
-        proc.start()
-    try:
-        failures = [tb for tb in [await asyncio.to_thread(results.get, True, 300) for _ in procs] if tb]
-    finally:
-        for proc in procs:
-            await asyncio.to_thread(proc.join, 60)
-            if proc.is_alive():
-                proc.kill()
+    failures = await run_in_processes(_writer, [(name, location, session, w) for w in range(WRITERS)], timeout=300)
     assert not failures, failures[0]
 
     async with _backend(name, location) as cache:
