@@ -441,10 +441,10 @@ def _session(user_id: Any, session_id: Any) -> None:
 def _context_payload(entry: dict[str, Any]) -> str:
     """The stored JSON of a context entry; a value JSON cannot hold, or a lone surrogate, is refused."""
     try:
-        payload = json.dumps(entry)
+        payload = json.dumps(entry, ensure_ascii=False)  # one pass; non-ASCII text is stored as itself
     except (TypeError, ValueError) as exc:
         raise SessionParameterValidationError(f"session-context entry is not JSON-serialisable: {exc}") from None
-    if not is_encodable(json.dumps(entry, ensure_ascii=False)):
+    if not is_encodable(payload):
         raise SessionParameterValidationError("session-context entry contains a lone surrogate and cannot be stored as UTF-8")
     return payload
 
