@@ -13,7 +13,7 @@ seeds' variables with their defaults (names are case-insensitive)::
     EMBEDDING_MODEL=memlab/minilm  EMBEDDING_API_KEY=  (falls back to LLM_API_KEY)
     MEMLAB_CHUNK_SIZE=512  MEMLAB_CHUNK_OVERLAP=64  MEMLAB_EXTRACTION_CONCURRENCY=8
     RECALL_WARMUP_SHORTCIRCUIT=true  RECALL_WARMUP_THRESHOLD=1  RECALL_WARMUP_CACHE_TTL=60  SKILL_GATE_ENABLED=true
-    MEMLAB_MERGE_POLICY=dual_lane  MEMLAB_ANALYSIS_TIMEOUT_SECONDS=30
+    MEMLAB_MERGE_POLICY=dual_lane  MEMLAB_ANALYSIS_TIMEOUT_SECONDS=30  IMPROVE_DISTILL_MAX_BATCHES_PER_RUN=10
     DB_PROVIDER= DB_HOST= DB_PORT= DB_USERNAME= DB_PASSWORD= DB_NAME=   (postgres cache without CACHE_DB_URL)
 
 Empty values mean "unset" (the default). Flags accept true/false, 1/0, yes/no,
@@ -94,6 +94,8 @@ __all__ = [
 MAX_SECONDS = 100 * 365 * 86400.0
 #: largest chunk size / overlap, in estimated tokens
 MAX_CHUNK_TOKENS = 1_000_000
+#: largest per-run cap on session-distillation curator batches (``IMPROVE_DISTILL_MAX_BATCHES_PER_RUN``)
+MAX_DISTILL_BATCHES = 100_000
 
 #: config name -> "module:Class" of each cache backend
 CACHE_BACKENDS: dict[str, str] = {
@@ -240,10 +242,16 @@ class TTLConfig(_Section):
 
 
 class SessionConfig(_Section):
-    """Session layer settings."""
+    """Session layer settings.
+
+    ``distill_max_batches_per_run`` (``IMPROVE_DISTILL_MAX_BATCHES_PER_RUN``): curator
+    batches one session distillation sends at most when ``max_batches`` is None;
+    0 means no cap.
+    """
 
     abandon_after_seconds: float = Field(1800.0, gt=0.0, allow_inf_nan=False)
     default_session_id: str = "default_session"
+    distill_max_batches_per_run: int = Field(10, ge=0, le=MAX_DISTILL_BATCHES)
 
 
 class AnalysisConfig(_Section):
@@ -463,6 +471,9 @@ class _EnvSettings(BaseSettings):
     # invalid, empty or out of range: the seed's 1800
     session_abandon_after_seconds: Annotated[Optional[float], _FailOpen] = Field(
         None, gt=0.0, le=MAX_SECONDS, allow_inf_nan=False, validation_alias="SESSION_ABANDON_AFTER_SECONDS"
+    )
+    session_distill_max_batches_per_run: _Whole = Field(
+        None, ge=0, le=MAX_DISTILL_BATCHES, validation_alias="IMPROVE_DISTILL_MAX_BATCHES_PER_RUN"
     )
     analysis_search_mode: _Name = Field(None, validation_alias="SESSION_SEARCH_MODE")
     analysis_auto_feedback: _Flag = Field(None, validation_alias="AUTO_FEEDBACK")

@@ -9,6 +9,7 @@ errors (sqlite3, redis, asyncpg, ...) are wrapped, never raised bare::
     │   ├── SessionParameterValidationError  bad user/session/qa id, last_n < 1, non-UUID dataset id
     │   ├── SessionQAEntryValidationError    a QA entry field is invalid (feedback_score outside 1..5, ...)
     │   ├── SessionPreconditionError         the call needs state that does not exist (no main_dataset)
+    │   ├── SessionDistillationError         distill_session() got no dataset, or one that is unknown or not writable
     │   ├── StructuredOutputError            the LLM's output does not fill the requested response_model
     │   └── UsageError                       a command-line argument is wrong (the CLI exits with 2)
     ├── PermissionDeniedError(PermissionError)  the user may not read / write that dataset; nothing leaked
@@ -16,6 +17,7 @@ errors (sqlite3, redis, asyncpg, ...) are wrapped, never raised bare::
     │   └── CacheConnectionError             the session cache could not be reached or answered wrongly
     │       └── MigrationError               the cache schema cannot be brought to this memlab's head
     ├── LLMError(RuntimeError)               litellm or the provider failed; the original error is __cause__
+    │   └── DistillationCallsFailedError     curator / writer calls of a session distillation failed (``result``: the partial run)
     ├── EmbeddingError(RuntimeError)         an embedder could not load, verify or call its model
     ├── StackStateError(RuntimeError)        a MemoryStack used before open() or after close()
     └── BenchmarkError(RuntimeError)         a benchmark subject could not run
@@ -36,11 +38,13 @@ __all__ = [
     "BenchmarkError",
     "CacheConnectionError",
     "ConfigError",
+    "DistillationCallsFailedError",
     "EmbeddingError",
     "LLMError",
     "MemlabError",
     "MigrationError",
     "PermissionDeniedError",
+    "SessionDistillationError",
     "SessionParameterValidationError",
     "SessionPreconditionError",
     "SessionQAEntryValidationError",
@@ -160,3 +164,20 @@ class SubjectFailed(BenchmarkError):
     def __init__(self, label: str, error: BaseException) -> None:
         super().__init__(f"{label}: {type(error).__name__}: {error}")
         self.label, self.error = label, error
+
+
+class SessionDistillationError(ValidationError):
+    """``distill_session()`` needs an existing dataset the user may write: it got None, an unknown one, or a read-only one."""
+
+
+class DistillationCallsFailedError(LLMError):
+    """Some curator or writer LLM calls of a session distillation failed.
+
+    ``result`` is the partial :class:`~memlab.models.DistillResult` (status ``failed``):
+    what was proposed, accepted, published and sealed before the error; the first
+    failed call's error is chained as ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, result: Any = None, model: str | None = None, provider_error: str | None = None) -> None:
+        super().__init__(message, model=model, provider_error=provider_error)
+        self.result = result

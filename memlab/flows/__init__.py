@@ -8,6 +8,7 @@ wires them together.
 
 * :mod:`memlab.flows.remember` - ``remember()``, ``improve()``, background self-improvement;
 * :mod:`memlab.flows.forget` - ``forget()``;
+* :mod:`memlab.flows.distill` - ``session.distill_session()`` (and the distillation in ``improve()``);
 * :mod:`memlab.flows.recall` - ``recall()`` and ``search()``;
 * :mod:`memlab.flows.turn` - one session turn under an analysis mode;
 * :mod:`memlab.flows.warmup` - recall's warm-up marker.

@@ -1,6 +1,6 @@
 """Session layer: :class:`SessionManager`, the keyword tokenizer, and the module-level session API.
 
-``memlab.session.get_session / add_feedback / delete_feedback`` act on the default
+``memlab.session.get_session / add_feedback / delete_feedback / distill_session`` act on the default
 stack (built from the environment), like cognee's ``cognee.session.*``.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memlab.models import SessionQAEntry
+from memlab.models import DistillResult, SessionQAEntry
 from memlab.session._api import SessionAPI
 from memlab.session._guidance import AppliedGuidance, Guidance, ServedGuidance, context_entries
 from memlab.session._keyword import KeywordIndex
@@ -26,6 +26,7 @@ __all__ = [
     "context_entries",
     "add_feedback",
     "delete_feedback",
+    "distill_session",
     "get_session",
     "tokenize",
 ]
@@ -52,3 +53,10 @@ async def delete_feedback(session_id: str | None, qa_id: str, user: Any = None) 
     from memlab._default import default_stack
 
     return await (await default_stack()).session.delete_feedback(session_id, qa_id, user)
+
+
+async def distill_session(session_id: str, dataset: Any = None, user: Any = None, max_batches: int | None = None) -> DistillResult:
+    """``stack.session.distill_session`` on the default stack."""
+    from memlab._default import default_stack
+
+    return await (await default_stack()).session.distill_session(session_id, dataset, user, max_batches)

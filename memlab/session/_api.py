@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import SessionPreconditionError
 from memlab.lifecycle import Lifecycle
-from memlab.models import SessionQAEntry
+from memlab.models import DistillResult, SessionQAEntry
 from memlab.session._manager import SessionManager, check_last_n
 from memlab.users import Users
 
@@ -15,11 +16,21 @@ from memlab.users import Users
 class SessionAPI:
     """Session history and feedback, as users call them (seed: "Reading Session History")."""
 
-    def __init__(self, users: Users, datasets: Datasets, manager: SessionManager, lifecycle: Lifecycle) -> None:
+    def __init__(
+        self,
+        users: Users,
+        datasets: Datasets,
+        manager: SessionManager,
+        lifecycle: Lifecycle,
+        *,
+        distiller: Callable[..., Awaitable[DistillResult]] | None = None,
+    ) -> None:
         self._users = users
         self._datasets = datasets
         self._manager = manager
         self._lifecycle = lifecycle
+        #: ``distiller(session_id, dataset=..., user=..., max_batches=...)``: what :meth:`distill_session` runs
+        self._distiller = distiller
 
     async def resolve(self, session_id: str | None, user: Any) -> tuple[str, str]:
         """(user id, session id). An omitted id resolves to the user's ``main_dataset`` default session."""
@@ -60,3 +71,21 @@ class SessionAPI:
         """Remove a turn's feedback; True whenever the turn exists."""
         user_id, session = await self.resolve(session_id, user)
         return await self._manager.delete_feedback(user_id, qa_id, session_id=session)
+
+    async def distill_session(
+        self, session_id: str, dataset: Any = None, user: Any = None, max_batches: int | None = None
+    ) -> DistillResult:
+        """Distill the session's gated guidance into lesson documents of ``dataset`` (seed: "Session distillation").
+
+        ``dataset`` must exist and be writable by ``user`` (None: the default user),
+        else ``SessionDistillationError``. Only guidance never rated harmful with
+        confidence >= 0.75 is distilled, each entry once per dataset (a watermark in the
+        session seals it). ``max_batches`` caps the curator calls of this run (None:
+        ``IMPROVE_DISTILL_MAX_BATCHES_PER_RUN``, 0: no cap); entries beyond the cap stay
+        for the next run. Statuses and errors: :class:`~memlab.models.DistillResult`
+        and :mod:`memlab.flows.distill`.
+        """
+        self._lifecycle.require_open()
+        if self._distiller is None:
+            raise SessionPreconditionError("this SessionAPI was built without a distiller; use stack.session of a MemoryStack")
+        return await self._distiller(session_id, dataset=dataset, user=user, max_batches=max_batches)
