@@ -7,6 +7,7 @@
     memlab bench ingest [options]    permanent-memory ingest and vector search (see memlab.bench.ingest)
     memlab bench recall [options]    retrieval quality and latency per search type (see memlab.bench.recall)
     memlab bench modes [options]     session-turn latency and LLM cost per analysis mode (see memlab.bench.modes)
+    memlab bench cleanup [options]   provenance cleanup time after a one-document delete (see memlab.bench.cleanup)
 """
 
 from __future__ import annotations
@@ -133,6 +134,18 @@ def build_parser() -> argparse.ArgumentParser:
     modes.add_argument("--turns", type=_positive_int, default=200, help="conversation turns per mode (default: 200)")
     modes.add_argument("--latency-ms", type=float, default=200.0, help="simulated latency per offline LLM call, ms (default: 200)")
     modes.add_argument("--modes", type=_names, default=None, help="comma-separated analysis modes (default: concurrent,sequential,off)")
+    cleanup = benches.add_parser(
+        "cleanup",
+        parents=[output],
+        help="provenance cleanup time after a one-document delete",
+        description="A session of --turns turns, --contaminated of them citing a node the delete removes: the dry run "
+        "and the cleanup (candidate lookup, closure, deletes, watermark) per backend, beside the same backend's reads "
+        "and deletes alone (the ceiling). Server backends run when their URL is set.",
+    )
+    cleanup.add_argument("--turns", type=_positive_int, default=1_000, help="turns in the session (default: 1000)")
+    cleanup.add_argument("--contaminated", type=_positive_int, default=100, help="turns citing the deleted node (default: 100)")
+    cleanup.add_argument("--repeats", type=_positive_int, default=5, help="fresh sessions per timing (default: 5)")
+    cleanup.add_argument("--backends", type=_names, default=None, help="comma-separated backends (default: memory,sqlite,fs,redis,postgres)")
     return parser
 
 
@@ -258,6 +271,19 @@ def _bench_modes(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_cleanup(args: argparse.Namespace) -> int:
+    from memlab.bench.cleanup import CleanupBenchSpec, format_cleanup_table, run_bench_cleanup
+
+    options: dict[str, Any] = {"turns": args.turns, "contaminated": args.contaminated, "repeats": args.repeats}
+    if args.backends:
+        options["backends"] = args.backends
+    spec = CleanupBenchSpec(**options)
+    rows = asyncio.run(run_bench_cleanup(spec, progress=_progress(args)))
+    _print_table(args, format_cleanup_table(rows, spec))
+    _write_json(args, {"rows": rows})
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``memlab`` command; returns the exit status.
 
@@ -280,6 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _bench_recall(args)
         if args.command == "bench" and args.bench == "modes":
             return _bench_modes(args)
+        if args.command == "bench" and args.bench == "cleanup":
+            return _bench_cleanup(args)
     except (ValidationError, ConfigError) as exc:  # UsageError is a ValidationError
         print(f"memlab: error: {exc}", file=sys.stderr)
         return 2

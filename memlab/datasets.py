@@ -25,7 +25,7 @@ from memlab.exceptions import PermissionDeniedError, ValidationError
 from memlab.models import DataRecord, Dataset, ForgetResult, User
 from memlab.relational import RelationalStore
 from memlab.users import Users
-from memlab.validation import check_name, check_text
+from memlab.validation import check_flag, check_name, check_text
 
 if TYPE_CHECKING:
     from memlab.graph import PermanentMemory
@@ -130,15 +130,23 @@ class Datasets:
         target = await self.resolve(dataset, user, "read")
         return await self._store.list_data(target.id)
 
-    async def delete_data(self, dataset: Any, data_id: Any, user: Any = None) -> ForgetResult:
-        """Remove one document and the graph elements only it supported (as ``forget(data_id=...)``)."""
-        target = await self.resolve(dataset, user, "write")
-        return await self._memory().forget_data(target, data_id)
+    async def delete_data(self, dataset: Any, data_id: Any, user: Any = None, *, dry_run: bool = False) -> ForgetResult:
+        """Remove one document, the graph elements only it supported and the cached turns that used them (as ``forget(data_id=...)``).
 
-    async def empty_dataset(self, dataset: Any, user: Any = None) -> ForgetResult:
-        """Remove every document of the dataset and its whole graph; the dataset itself stays."""
+        ``dry_run``: change nothing and return what would be removed.
+        """
+        check_flag("dry_run", dry_run)
         target = await self.resolve(dataset, user, "write")
-        return await self._memory().forget_dataset(target, keep_dataset=True, keep_data=False)
+        return await self._memory().forget_data(target, data_id, dry_run=dry_run)
+
+    async def empty_dataset(self, dataset: Any, user: Any = None, *, dry_run: bool = False) -> ForgetResult:
+        """Remove every document of the dataset, its whole graph and every session attributed to it; the dataset itself stays.
+
+        ``dry_run``: change nothing and return what would be removed.
+        """
+        check_flag("dry_run", dry_run)
+        target = await self.resolve(dataset, user, "write")
+        return await self._memory().forget_dataset(target, keep_dataset=True, keep_data=False, dry_run=dry_run)
 
     # -- internals -----------------------------------------------------------------
     @staticmethod

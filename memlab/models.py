@@ -15,8 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 __all__ = [
     "AnyRecallResponse",
+    "CleanupFailure",
+    "CleanupReceipt",
     "DataRecord",
     "Dataset",
+    "DistillResult",
     "ForgetResult",
     "GraphRecallResponse",
     "ImproveResult",
@@ -27,7 +30,9 @@ __all__ = [
     "SessionContextRecallResponse",
     "SessionFeedbackEntry",
     "SessionQAEntry",
+    "SessionCleanup",
     "SessionRecallResponse",
+    "SessionRecord",
     "SkillRecallResponse",
     "SystemRecallResponse",
     "User",
@@ -254,13 +259,140 @@ class PipelineRun(BaseModel):
     finished_at: Optional[datetime] = None
 
 
+class SessionRecord(BaseModel):
+    """One session's lifecycle row (``session_records``): owner, attributed dataset, stored status, times."""
+
+    session_id: str
+    user_id: uuid.UUID
+    dataset_id: Optional[uuid.UUID] = None
+    status: Literal["running", "completed", "failed"] = "running"
+    started_at: datetime
+    last_activity_at: datetime
+    ended_at: Optional[datetime] = None
+
+
+class SessionCleanup(BaseModel):
+    """What a delete removed from one cached session.
+
+    ``qa_ids``: the turns removed; ``context_ids``: the feedback and guidance entries
+    removed; ``whole_session``: the session itself was deleted (a dataset-level delete,
+    ``forget(everything=True)``), in which case the ids list what it held.
+    """
+
+    user_id: str
+    session_id: str
+    qa_ids: list[str] = Field(default_factory=list)
+    context_ids: list[str] = Field(default_factory=list)
+    whole_session: bool = False
+
+
+class CleanupFailure(BaseModel):
+    """A part of the session cleanup that could not be done, and why (the delete itself completed)."""
+
+    user_id: Optional[str] = None
+    session_id: Optional[str] = None
+    operation: str
+    error: str
+
+
+class CleanupReceipt(BaseModel):
+    """The session-cache side of a delete: every cleaned session, and what could not be cleaned.
+
+    Sessions appear in the order they were considered; a session from which nothing
+    was removed is not listed. ``sessions_considered`` counts every candidate session.
+    """
+
+    sessions: list[SessionCleanup] = Field(default_factory=list)
+    failures: list[CleanupFailure] = Field(default_factory=list)
+    sessions_considered: int = 0
+
+    @property
+    def qa_ids(self) -> list[str]:
+        """Every removed turn id, session by session."""
+        return [qa_id for session in self.sessions for qa_id in session.qa_ids]
+
+    @property
+    def context_ids(self) -> list[str]:
+        """Every removed feedback / guidance entry id, session by session."""
+        return [entry for session in self.sessions for entry in session.context_ids]
+
+    def merged(self, other: "CleanupReceipt") -> "CleanupReceipt":
+        """This receipt followed by ``other``'s sessions and failures."""
+        return CleanupReceipt(
+            sessions=self.sessions + other.sessions,
+            failures=self.failures + other.failures,
+            sessions_considered=self.sessions_considered + other.sessions_considered,
+        )
+
+    def to_frame(self):
+        """One row per removed entry: ``user_id, session_id, entry_type ("qa" | "context"), entry_id, whole_session``."""
+        import pandas as pd
+
+        rows = [
+            (session.user_id, session.session_id, kind, entry_id, session.whole_session)
+            for session in self.sessions
+            for kind, ids in (("qa", session.qa_ids), ("context", session.context_ids))
+            for entry_id in ids
+        ]
+        frame = pd.DataFrame(rows, columns=["user_id", "session_id", "entry_type", "entry_id", "whole_session"])
+        return frame.astype(
+            {"user_id": "string", "session_id": "string", "entry_type": "category", "entry_id": "string", "whole_session": "bool"}
+        )
+
+
 class ForgetResult(BaseModel):
-    """What ``forget()`` removed: datasets, documents, graph nodes and edges (ids)."""
+    """What a delete removed: datasets, documents, graph nodes and edges (ids), and the session ``cleanup`` receipt.
+
+    With ``dry_run`` True nothing was changed anywhere: the result says what the same
+    delete would remove, graph ids and receipt included.
+    """
 
     dataset_ids: list[uuid.UUID] = Field(default_factory=list)
     data_ids: list[str] = Field(default_factory=list)
     node_ids: list[str] = Field(default_factory=list)
     edge_ids: list[str] = Field(default_factory=list)
+    cleanup: CleanupReceipt = Field(default_factory=CleanupReceipt)
+    dry_run: bool = False
+
+    def merged(self, other: "ForgetResult") -> "ForgetResult":
+        """The union of two deletes' results (ids sorted, receipts concatenated)."""
+        return ForgetResult(
+            dataset_ids=sorted(set(self.dataset_ids) | set(other.dataset_ids), key=str),
+            data_ids=sorted(set(self.data_ids) | set(other.data_ids)),
+            node_ids=sorted(set(self.node_ids) | set(other.node_ids)),
+            edge_ids=sorted(set(self.edge_ids) | set(other.edge_ids)),
+            cleanup=self.cleanup.merged(other.cleanup),
+            dry_run=self.dry_run,
+        )
+
+
+class DistillResult(BaseModel):
+    """What ``distill_session()`` did for one session and dataset (SPEC §10).
+
+    ``status``: ``completed`` (lessons published: ``documents`` are their texts,
+    ``data_ids`` their documents), ``no_gated_entries``, ``no_new_entries``,
+    ``no_proposed_lessons``, ``no_accepted_lessons``, or ``failed`` (``error`` says
+    why; the partial result a :class:`~memlab.exceptions.DistillationCallsFailedError`
+    carries, and what ``improve()`` records for a session it could not distill).
+    ``entries_considered`` counts the gated entries not sealed before this run,
+    ``entries_sealed`` those this run sealed (the rest stay pending for the next run);
+    ``llm_calls`` counts every curator and writer call made, failed ones included.
+    ``proposed`` / ``accepted`` / ``rejected`` are lesson statements.
+    """
+
+    status: str
+    session_id: str
+    dataset_id: Optional[uuid.UUID] = None
+    entries_considered: int = 0
+    entries_sealed: int = 0
+    batches: int = 0
+    llm_calls: int = 0
+    proposed: list[str] = Field(default_factory=list)
+    accepted: list[str] = Field(default_factory=list)
+    rejected: list[str] = Field(default_factory=list)
+    documents: list[str] = Field(default_factory=list)
+    data_ids: list[str] = Field(default_factory=list)
+    error: Optional[str] = None
 
 
 class ImproveResult(BaseModel):
@@ -272,6 +404,8 @@ class ImproveResult(BaseModel):
     turns: int = 0
     data_ids: list[str] = Field(default_factory=list)
     new_data_ids: list[str] = Field(default_factory=list)
+    #: one result per distinct session of ``session_ids``: the distillation of its gated guidance
+    distilled: list[DistillResult] = Field(default_factory=list)
 
 
 class RecallResponse(BaseModel):
@@ -318,12 +452,13 @@ class GraphRecallResponse(RecallResponse):
 
 
 class SessionContextRecallResponse(RecallResponse):
-    """The rendered session guidance block of a session (read-only)."""
+    """A session's guidance for the query, read-only: the rendered block (``content``) and the entries in it."""
 
     source: Literal["session_context"] = "session_context"
     session_id: str
     content: str
     context_profile: str = "qa"
+    entries: list["SessionContextEntry"] = Field(default_factory=list)
 
 
 class SkillRecallResponse(RecallResponse):

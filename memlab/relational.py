@@ -1,8 +1,9 @@
 """memlab's own metadata database: ``{data_root}/memlab.db``.
 
 Users, datasets, dataset permissions, documents (``data``, with their text so a
-dataset can be re-cognified) and ``pipeline_runs``. Small, rarely written
-tables; the same inline SQLite runner as the cache. New tables are created on
+dataset can be re-cognified), ``pipeline_runs`` and ``session_records`` (one row
+per (session, user): the dataset the session is attributed to, its status and
+activity times; touched on every stored turn). Small tables; the same inline SQLite runner as the cache. New tables are created on
 open (``create_all`` inside one ``BEGIN IMMEDIATE`` transaction, so many processes
 opening a fresh data root at once serialise on it), and an older memlab.db gains
 them in place.
@@ -18,13 +19,32 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple, TypeVar, cast
 
-from sqlalchemy import Boolean, Column, ForeignKey, Index, Integer, MetaData, String, Table, Text, bindparam, delete, exists, func, select, update
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    bindparam,
+    delete,
+    exists,
+    func,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql import ClauseElement
 
 from memlab._sqlrun import DB, SQLiteRunner, is_integrity_error
 from memlab.exceptions import StackStateError, ValidationError
 from memlab.migrations import exclusive
-from memlab.models import DataRecord, Dataset, PipelineRun, User
+from memlab.models import DataRecord, Dataset, PipelineRun, SessionRecord, User
 
 T = TypeVar("T")
 
@@ -96,6 +116,27 @@ pipeline_runs = Table(
     Index("ix_pipeline_runs_dataset", "dataset_id", "started_at"),
 )
 
+session_records = Table(
+    "session_records",
+    metadata,
+    Column("session_id", String(255), primary_key=True),
+    Column("user_id", String(36), primary_key=True),
+    Column("dataset_id", String(36), nullable=True),
+    Column("agent_id", String(36), nullable=True),
+    Column("status", String(16), nullable=False, default="running"),
+    Column("started_at", String(40), nullable=False),
+    Column("last_activity_at", String(40), nullable=False),
+    Column("ended_at", String(40), nullable=True),
+    Column("tokens_in", Integer, nullable=False, default=0),
+    Column("tokens_out", Integer, nullable=False, default=0),
+    Column("cost_usd", Float, nullable=False, default=0.0),
+    Column("embedding_tokens", Integer, nullable=False, default=0),
+    Column("embedding_cost_usd", Float, nullable=False, default=0.0),
+    Column("error_count", Integer, nullable=False, default=0),
+    Column("last_model", Text, nullable=True),
+    Index("ix_session_records_dataset", "dataset_id"),
+)
+
 _USER_COLS = (users.c.id, users.c.name, users.c.parent_user_id, users.c.is_default, users.c.created_at)
 _DATASET_COLS = (datasets.c.id, datasets.c.name, datasets.c.owner_id, datasets.c.created_at)
 _DATA_COLS = (
@@ -110,6 +151,29 @@ _DATA_COLS = (
     data.c.created_at,
 )
 _RUN_COLS = tuple(pipeline_runs.c)
+_RECORD_COLS = (
+    session_records.c.session_id,
+    session_records.c.user_id,
+    session_records.c.dataset_id,
+    session_records.c.status,
+    session_records.c.started_at,
+    session_records.c.last_activity_at,
+    session_records.c.ended_at,
+)
+_touch = sqlite_insert(session_records).values(
+    session_id=bindparam("session_id"),
+    user_id=bindparam("user_id"),
+    dataset_id=bindparam("dataset_id"),
+    status="running",
+    started_at=bindparam("now"),
+    last_activity_at=bindparam("now"),
+    tokens_in=0,
+    tokens_out=0,
+    cost_usd=0.0,
+    embedding_tokens=0,
+    embedding_cost_usd=0.0,
+    error_count=0,
+)
 #: content hashes per ``data_by_hashes`` query (statements are compiled once, so the IN list has a fixed size)
 _HASH_CHUNK = 100
 _building = (pipeline_runs.c.dataset_id == bindparam("dataset_id"), pipeline_runs.c.pipeline_name != bindparam("staging"))
@@ -192,6 +256,30 @@ STATEMENTS: dict[str, ClauseElement] = {
     .where(pipeline_runs.c.dataset_id == bindparam("dataset_id"))
     .order_by(pipeline_runs.c.started_at, pipeline_runs.c.id),
     "runs_delete": delete(pipeline_runs).where(pipeline_runs.c.dataset_id == bindparam("dataset_id")),
+    # a terminal row is frozen: only a running one is touched, and a missing dataset_id is back-filled
+    "session_touch": _touch.on_conflict_do_update(
+        index_elements=[session_records.c.session_id, session_records.c.user_id],
+        set_={
+            "last_activity_at": _touch.excluded.last_activity_at,
+            "dataset_id": func.coalesce(session_records.c.dataset_id, _touch.excluded.dataset_id),
+        },
+        where=session_records.c.status == "running",
+    ),
+    "sessions_of_dataset": select(*_RECORD_COLS)
+    .where(or_(session_records.c.dataset_id == bindparam("dataset_id"), session_records.c.session_id == bindparam("default_name")))
+    .order_by(session_records.c.started_at, session_records.c.user_id, session_records.c.session_id),
+    "sessions_of_dataset_or_none": select(*_RECORD_COLS)
+    .where(
+        or_(
+            session_records.c.dataset_id == bindparam("dataset_id"),
+            session_records.c.dataset_id.is_(None),
+            session_records.c.session_id == bindparam("default_name"),
+        )
+    )
+    .order_by(session_records.c.started_at, session_records.c.user_id, session_records.c.session_id),
+    "sessions_of_user": select(*_RECORD_COLS)
+    .where(session_records.c.user_id == bindparam("user_id"))
+    .order_by(session_records.c.started_at, session_records.c.session_id),
 }
 
 
@@ -239,6 +327,18 @@ def _run(row) -> PipelineRun:
         data_count=row[6],
         started_at=_when(row[7]),
         finished_at=_when(row[8]) if row[8] else None,
+    )
+
+
+def _record(row) -> SessionRecord:
+    return SessionRecord(
+        session_id=row[0],
+        user_id=uuid.UUID(row[1]),
+        dataset_id=uuid.UUID(row[2]) if row[2] else None,
+        status=row[3],
+        started_at=_when(row[4]),
+        last_activity_at=_when(row[5]),
+        ended_at=_when(row[6]) if row[6] else None,
     )
 
 
@@ -433,6 +533,40 @@ class RelationalStore:
                 db.run("data_delete", dataset_id=str(dataset_id), id=data_id)
 
         await self._run(work, write=True)
+
+    # session records
+    async def touch_session(self, user_id: uuid.UUID | str, session_id: str, dataset_id: uuid.UUID | None) -> None:
+        """Record activity of (session, user): create a ``running`` row, or bump a running row's ``last_activity_at``.
+
+        A row that is ``completed`` / ``failed`` is never changed (never resurrected);
+        a row without a dataset takes ``dataset_id`` when one is given. A user id that
+        is not a UUID (not a memlab user) is not recorded.
+        """
+        try:
+            user_id = uuid.UUID(str(user_id))
+        except ValueError:
+            return
+        now = self.clock.now().isoformat()
+        await self._run(
+            lambda db: db.run(
+                "session_touch", session_id=session_id, user_id=str(user_id), dataset_id=str(dataset_id) if dataset_id else None, now=now
+            ),
+            write=True,
+        )
+
+    async def sessions_of_dataset(self, dataset_id: uuid.UUID, default_name: str, *, include_unattributed: bool = False) -> list[SessionRecord]:
+        """Sessions attributed to the dataset (its recorded ``dataset_id`` or the name ``default_name``), every user's.
+
+        ``include_unattributed`` adds the sessions recorded without a dataset.
+        """
+        name = "sessions_of_dataset_or_none" if include_unattributed else "sessions_of_dataset"
+        rows = await self._run(lambda db: db.rows(name, dataset_id=str(dataset_id), default_name=default_name), write=False)
+        return [_record(row) for row in rows]
+
+    async def sessions_of_user(self, user_id: uuid.UUID) -> list[SessionRecord]:
+        """The sessions recorded for ``user_id``, oldest first."""
+        rows = await self._run(lambda db: db.rows("sessions_of_user", user_id=str(user_id)), write=False)
+        return [_record(row) for row in rows]
 
     # pipeline runs
     async def start_run(self, dataset_id: uuid.UUID, pipeline_name: str, data_count: int) -> PipelineRun:

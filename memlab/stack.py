@@ -26,11 +26,12 @@ from memlab.config import (
 )
 from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import ConfigError, MemlabError, StackStateError
+from memlab.flows.distill import DistillFlow
 from memlab.flows.forget import ForgetFlow
 from memlab.flows.remember import RememberFlows
 from memlab.lifecycle import Lifecycle, StackState
 from memlab.models import ForgetResult, ImproveResult, RecallResponse, RememberResult
-from memlab.provenance import ForgetEvent
+from memlab.provenance import SessionCleaner
 from memlab.relational import RelationalStore
 from memlab.retrievers import Retrievers
 from memlab.session import SessionAPI, SessionManager
@@ -67,22 +68,37 @@ class MemoryStack:
         self.clock: Clock = clock or SystemClock()
         self.lifecycle = Lifecycle()
         self.cache = build_cache_backend(config, self.clock)
-        self.session_manager = SessionManager(
-            self.cache, default_session_id=config.session.default_session_id, lifecycle=self.lifecycle, clock=self.clock
-        )
         self._relational = RelationalStore(Path(config.data_root) / "memlab.db", self.clock)
+        self.session_manager = SessionManager(
+            self.cache,
+            default_session_id=config.session.default_session_id,
+            lifecycle=self.lifecycle,
+            clock=self.clock,
+            activity=self._relational.touch_session,
+        )
         self.users = Users(self._relational)
         self.datasets = Datasets(self._relational, self.users, self._memory)
-        self.session = SessionAPI(self.users, self.datasets, self.session_manager, self.lifecycle)
         self.llm = build_llm_client(config)
         self.analysis = build_analysis_mode(config)
         self.merge = build_merge_policy(config)
         self.embedder = build_embedder(config)
         self.retrievers = Retrievers()
-        self._remembering = RememberFlows(
-            users=self.users, datasets=self.datasets, sessions=self.session_manager, store=self._relational, memory=self._memory
+        self._cleaner = SessionCleaner(self.cache, self._relational, default_session_id=config.session.default_session_id)
+        self._forgetting = ForgetFlow(
+            users=self.users, datasets=self.datasets, store=self._relational, memory=self._memory, cleaner=self._cleaner
         )
-        self._forgetting = ForgetFlow(users=self.users, datasets=self.datasets, store=self._relational, memory=self._memory)
+        self._distilling = DistillFlow(
+            users=self.users, datasets=self.datasets, sessions=self.session_manager, memory=self._memory, llm=self.llm, config=config.session
+        )
+        self.session = SessionAPI(self.users, self.datasets, self.session_manager, self.lifecycle, distiller=self._distilling.distill)
+        self._remembering = RememberFlows(
+            users=self.users,
+            datasets=self.datasets,
+            sessions=self.session_manager,
+            store=self._relational,
+            memory=self._memory,
+            distiller=self._distilling.distill,
+        )
 
     @property
     def state(self) -> StackState:
@@ -103,7 +119,7 @@ class MemoryStack:
             chunk_size=graph.chunk_size,
             chunk_overlap=graph.chunk_overlap,
             extraction_concurrency=graph.extraction_concurrency,
-            on_forget=self._after_forget,
+            on_forget=self._cleaner.after_forget,
         )
 
     def _memory(self) -> "PermanentMemory":
@@ -245,7 +261,11 @@ class MemoryStack:
         Each answered turn becomes one document (``Question: ...`` / ``Answer: ...``)
         tagged ``session:<id>``, added and cognified like :meth:`remember`; turns
         bridged before are not processed again. Status ``completed``, or
-        ``nothing_to_improve`` when the sessions hold no answered turn.
+        ``nothing_to_improve`` when the sessions hold no answered turn. Each session's
+        gated guidance is then distilled into ``dataset`` (``result.distilled``: one
+        :class:`~memlab.models.DistillResult` per session, see
+        ``stack.session.distill_session``); a failed distillation is recorded there
+        (status ``failed``) and never undoes the bridging.
         """
         self._require_open()
         return await self._remembering.improve(dataset=dataset, session_ids=session_ids, user=user)
@@ -258,27 +278,30 @@ class MemoryStack:
         memory_only: bool = False,
         everything: bool = False,
         user: Any = None,
+        dry_run: bool = False,
     ) -> ForgetResult:
-        """Delete permanent memory; returns what was removed.
+        """Delete permanent memory and the cached session entries built on it; returns what was removed.
 
         * ``forget(dataset=d)``: the dataset, its documents and its graph;
         * ``forget(data_id=x, dataset=d)``: one document (``dataset`` defaults to
           ``main_dataset``) and the graph elements only it supported;
         * ``forget(dataset=d, memory_only=True)``: the graph and vectors only; the
           documents stay (a later ``remember`` of new data rebuilds on top);
-        * ``forget(everything=True)``: every dataset the user owns.
+        * ``forget(everything=True)``: every dataset the user owns, and every session of the user.
 
-        The user needs ``write`` on the dataset. Session caches hear of every
-        deletion through one call site (:meth:`_after_forget`).
+        Sessions (SPEC §7, :mod:`memlab.provenance`): a dataset-level delete deletes
+        every session attributed to the dataset; a one-document delete removes exactly
+        the turns that used a removed node or edge, the feedback on them, the guidance
+        distilled from that feedback and the later turns that used it, in the
+        dataset's sessions and those without a dataset. ``result.cleanup`` is the
+        receipt (``.sessions``, ``.failures``, ``.to_frame()``); a cache error never
+        fails the delete, it is listed in ``.failures``. ``dry_run=True`` changes
+        nothing and returns the same result. The user needs ``write`` on the dataset;
+        bad arguments raise ``ValidationError`` before anything is read.
         """
         self._require_open()
-        return await self._forgetting.forget(dataset=dataset, data_id=data_id, memory_only=memory_only, everything=everything, user=user)
-
-    async def _after_forget(self, event: ForgetEvent) -> None:
-        """The single call site for session-cache invalidation after a deletion (see :mod:`memlab.provenance`)."""
-        logger.debug(
-            "forgot %d documents, %d nodes, %d edges of dataset %s",
-            len(event.data_ids), len(event.node_ids), len(event.edge_ids), event.dataset_id,
+        return await self._forgetting.forget(
+            dataset=dataset, data_id=data_id, memory_only=memory_only, everything=everything, user=user, dry_run=dry_run
         )
 
     async def recall(

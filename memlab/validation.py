@@ -87,3 +87,10 @@ def check_name(name: str, value: Any) -> str:
     if _CONTROL.search(stripped):
         raise ValidationError(f"{name} may not contain control characters, got {value!r}"[:400])
     return stripped
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """``value`` when it is a bool; else ``ValidationError`` naming it (``1``, ``"yes"`` and None are refused)."""
+    if not isinstance(value, bool):
+        raise ValidationError(f"{name} must be True or False, got {value!r}")
+    return value

@@ -10,6 +10,8 @@ from memlab import (
     MemoryStack,
     PermissionDeniedError,
     SearchType,
+    SessionContextEntry,
+    SessionContextRecallResponse,
     SessionRecallResponse,
     SkillRecallResponse,
     SystemRecallResponse,
@@ -106,8 +108,42 @@ async def test_session_first_short_circuit(filled):
     assert misses and all(isinstance(r, GraphRecallResponse) for r in misses)  # no session hit: the graph answers
     both = await filled.recall("polonium", session_id="chat", datasets=["main_dataset"])
     assert {r.source for r in both} == {"session", "graph"}  # datasets given: both contribute
-    only_session = await filled.recall("bletchley", session_id="chat", scope="session")
+    only_session = await filled.recall("rockets", session_id="chat", scope="session")
     assert only_session == []
+
+
+async def test_a_recall_answer_in_a_session_is_stored_as_a_turn_with_its_graph_elements(filled):
+    [answer] = await filled.recall("Who worked at Bletchley Park?", session_id="chat", query_type="GRAPH_COMPLETION")
+    assert answer.kind == "answer" and answer.raw["qa_id"]
+    [turn] = await filled.session.get_session("chat")
+    assert turn.qa_id == answer.raw["qa_id"] and turn.question == "Who worked at Bletchley Park?" and turn.answer == answer.text
+    assert turn.used_graph_element_ids == {"node_ids": answer.raw["used_node_ids"], "edge_ids": answer.raw["used_edge_ids"]}
+    assert turn.used_graph_element_ids["node_ids"] and turn.memify_metadata["turn_source"] == "recall"
+    hits = await filled.recall("bletchley", session_id="chat", scope="session")
+    assert [hit.qa_id for hit in hits] == [turn.qa_id]  # the stored answer is session memory now
+
+
+async def test_a_recall_without_session_or_only_retrieving_stores_nothing(filled):
+    await filled.recall("Who worked at Bletchley Park?", query_type="GRAPH_COMPLETION")
+    await filled.recall("Bletchley Park", session_id="chat", query_type="CHUNKS")
+    await filled.recall("Who worked at Bletchley Park?", session_id="chat", only_context=True)
+    assert await filled.session.get_session("chat") == []
+
+
+async def test_scope_session_context_returns_the_usable_guidance_read_only(filled):
+    manager = filled.session_manager
+    user = str((await filled.users.default()).id)
+    good = SessionContextEntry(section="rules", content="Always cite the source document.", confidence=0.9)
+    harmful = SessionContextEntry(section="goals", content="Answer in French.", confidence=0.9, harmful_count=1)
+    for entry in (good, harmful):
+        await manager.add_context_entry(user, entry, session_id="chat")
+    [result] = await filled.recall("Who worked at Bletchley Park?", session_id="chat", scope="session_context")
+    assert isinstance(result, SessionContextRecallResponse) and result.session_id == "chat"
+    assert [entry.id for entry in result.entries] == [good.id] and "Always cite the source document." in result.content
+    assert "French" not in result.content
+    stored = {row["id"]: row for row in await manager.get_context_entries(user, session_id="chat")}
+    assert stored[good.id].get("last_served_at") is None  # read-only: nothing stamped
+    assert await filled.recall("anything", session_id="empty", scope="session_context") == []
 
 
 async def test_scope_graph_ignores_the_session(filled):

@@ -1,4 +1,11 @@
-"""``forget()``: delete permanent memory, by dataset, by document, or everything a user owns."""
+"""``forget()``: delete permanent memory, by dataset, by document, or everything a user owns, and clean the sessions that used it.
+
+Every path checks its arguments and the user's ``write`` permission before anything
+is read or deleted; the session cleanup (:mod:`memlab.provenance`) runs after the
+graph, vector and relational deletes and never fails them. ``dry_run=True`` runs
+the same checks and reads and returns the same :class:`~memlab.models.ForgetResult`
+without changing anything.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import ValidationError
 from memlab.models import ForgetResult
+from memlab.provenance import SessionCleaner
 from memlab.relational import RelationalStore
 from memlab.users import Users
+from memlab.validation import check_flag
 
 if TYPE_CHECKING:
     from memlab.graph import PermanentMemory
@@ -20,27 +29,45 @@ __all__ = ["ForgetFlow"]
 class ForgetFlow:
     """forget() over the given collaborators (see :meth:`memlab.MemoryStack.forget`)."""
 
-    def __init__(self, *, users: Users, datasets: Datasets, store: RelationalStore, memory: Callable[[], "PermanentMemory"]) -> None:
+    def __init__(
+        self,
+        *,
+        users: Users,
+        datasets: Datasets,
+        store: RelationalStore,
+        memory: Callable[[], "PermanentMemory"],
+        cleaner: SessionCleaner,
+    ) -> None:
         self.users = users
         self.datasets = datasets
         self.store = store
         self.memory = memory
+        self.cleaner = cleaner
 
-    async def forget(self, *, dataset: Any, data_id: Any, memory_only: bool, everything: bool, user: Any) -> ForgetResult:
-        resolved = await self.users.resolve(user)
+    async def forget(self, *, dataset: Any, data_id: Any, memory_only: bool, everything: bool, user: Any, dry_run: bool) -> ForgetResult:
+        for name, flag in (("memory_only", memory_only), ("everything", everything), ("dry_run", dry_run)):
+            check_flag(name, flag)
         if everything:
             if dataset is not None or data_id is not None or memory_only:
                 raise ValidationError("forget(everything=True) takes no dataset, data_id or memory_only")
-            total = ForgetResult()
-            for owned in await self.store.datasets_of_owner(resolved.id):
-                part = await self.memory().forget_dataset(owned, keep_dataset=False, keep_data=False)
-                total = ForgetResult(**{name: sorted(getattr(total, name) + getattr(part, name)) for name in ForgetResult.model_fields})
-            return total
+            return await self._everything(user, dry_run)
         if data_id is not None:
             if memory_only:
                 raise ValidationError("forget(data_id=...) removes one document; memory_only applies to a whole dataset")
-            return await self.datasets.delete_data(MAIN_DATASET if dataset is None else dataset, data_id, resolved)
+            return await self.datasets.delete_data(MAIN_DATASET if dataset is None else dataset, data_id, user, dry_run=dry_run)
         if dataset is None:
             raise ValidationError("forget() needs dataset=..., data_id=... or everything=True")
-        target = await self.datasets.resolve(dataset, resolved, "write")
-        return await self.memory().forget_dataset(target, keep_dataset=memory_only, keep_data=memory_only)
+        target = await self.datasets.resolve(dataset, user, "write")
+        return await self.memory().forget_dataset(target, keep_dataset=memory_only, keep_data=memory_only, dry_run=dry_run)
+
+    async def _everything(self, user: Any, dry_run: bool) -> ForgetResult:
+        """Every dataset the user owns (and the sessions attributed to them), then every session of the user."""
+        resolved = await self.users.resolve(user)
+        total = ForgetResult(dry_run=dry_run)
+        for owned in await self.store.datasets_of_owner(resolved.id):
+            total = total.merged(await self.memory().forget_dataset(owned, keep_dataset=False, keep_data=False, dry_run=dry_run))
+        rest = await self.cleaner.forget_user(resolved.id, dry_run=dry_run)
+        if dry_run:  # nothing was deleted above, so the user's sessions listed there are listed again here
+            seen = {(session.user_id, session.session_id) for session in total.cleanup.sessions}
+            rest.sessions = [session for session in rest.sessions if (session.user_id, session.session_id) not in seen]
+        return total.model_copy(update={"cleanup": total.cleanup.merged(rest)})

@@ -10,8 +10,15 @@ sources run one after another and their results are concatenated:
   (SPEC §9.4), the search type (explicit, else routed, else hybrid) and its
   retriever; a routed ``CHUNKS_LEXICAL`` / ``CODING_RULES`` that finds nothing
   is retried as ``HYBRID_COMPLETION``;
-* ``session_context``, ``trace``, ``tools``, ``code``: sources memlab does not
-  serve yet; they contribute nothing.
+  with ``session_id`` given, a completion is stored as a turn of that session
+  (question, answer, context, the graph elements it used, the dataset when it
+  searched one), so a later delete can clean it up; no turn analysis runs;
+* ``session_context``: the session's usable guidance for the query, as the
+  answer would be served it but read-only (nothing stamped), as one
+  ``SessionContextRecallResponse`` (the rendered block and its entries); none
+  when the session has no usable guidance;
+* ``trace``, ``tools``, ``code``: sources memlab does not serve yet; they
+  contribute nothing.
 
 Skills found by the skill gate (SPEC §9.5) are appended last, even when the
 session short-circuit skipped the graph.
@@ -38,7 +45,14 @@ from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import SessionParameterValidationError, ValidationError
 from memlab.flows.turn import TurnResult, TurnRunner
 from memlab.flows.warmup import WarmupProbe
-from memlab.models import Dataset, GraphRecallResponse, RecallResponse, SessionRecallResponse, SkillRecallResponse
+from memlab.models import (
+    Dataset,
+    GraphRecallResponse,
+    RecallResponse,
+    SessionContextRecallResponse,
+    SessionRecallResponse,
+    SkillRecallResponse,
+)
 from memlab.retrievers import (
     Completion,
     RetrievalScope,
@@ -119,6 +133,7 @@ def answer_response(completion: Completion, search_type: SearchType) -> GraphRec
             "used_node_ids": completion.used_node_ids,
             "used_edge_ids": completion.used_edge_ids,
             "context_ids": [item.id for item in completion.context],
+            "context_texts": [item.text for item in completion.context],
             "usage": completion.usage,
         },
     )
@@ -203,12 +218,15 @@ class RecallFlows:
                     if short_circuit and hits:
                         break
                 elif source == "graph":
-                    results.extend(
-                        await self._graph(
-                            query, search_type, targets, scope, auto_route=auto_route, only_context=only_context,
-                            response_model=response_model, sole=sources == ["graph"],
-                        )
+                    found = await self._graph(
+                        query, search_type, targets, scope, auto_route=auto_route, only_context=only_context,
+                        response_model=response_model, sole=sources == ["graph"],
                     )
+                    if session_id is not None:
+                        await self._store_answers(acting, query, session_id, targets, found)
+                    results.extend(found)
+                elif source == "session_context":
+                    results.extend(await self._session_context(acting, query, session_id))
         finally:
             found_skills = await skills if skills is not None else []
         return results + found_skills
@@ -238,6 +256,34 @@ class RecallFlows:
             SessionRecallResponse(session_id=session, matched_tokens=score, **entry.model_dump(exclude={"memify_metadata"}))
             for entry, score in hits
         ]
+
+    async def _session_context(self, acting: Any, query: str, session_id: str | None) -> list[SessionContextRecallResponse]:
+        session = await self._session_id(acting, session_id, None)
+        guidance = self.sessions.guidance
+        entries = await guidance.load(str(acting.id), session)
+        served = await guidance.serve(str(acting.id), session, query, entries=entries, stamp_served=False)
+        if not served.ids:
+            return []
+        chosen = set(served.ids)
+        return [SessionContextRecallResponse(session_id=session, content=served.block, entries=[e for e in entries if e.id in chosen])]
+
+    async def _store_answers(self, acting: Any, query: str, session_id: str, targets: list[Dataset], found: list[RecallResponse]) -> None:
+        """Store each graph answer as a turn of the session, with the graph elements it used (SPEC §9)."""
+        session = self.sessions.resolve_session_id(session_id)
+        for item in found:
+            if not isinstance(item, GraphRecallResponse) or item.kind != "answer":
+                continue
+            qa_id = await self.sessions.add_qa(
+                str(acting.id),
+                question=query,
+                answer=item.text,
+                context="\n".join(item.raw.get("context_texts", [])),
+                session_id=session,
+                dataset_id=targets[0].id if len(targets) == 1 else None,
+                used_graph_element_ids={"node_ids": list(item.raw.get("used_node_ids", [])), "edge_ids": list(item.raw.get("used_edge_ids", []))},
+                memify_metadata={"turn_source": "recall", "turn_search_type": item.search_type},
+            )
+            item.raw.update({"session_id": session, "qa_id": qa_id})
 
     async def _session_id(self, acting: Any, session_id: str | None, dataset: Dataset | None) -> str:
         """``session_id``, else the dataset-scoped default session (``dataset``, else the user's main_dataset)."""

@@ -6,18 +6,27 @@ owner builds on first use) and owns the background self-improvement tasks:
 ``remember(text, session_id=...)`` with ``self_improvement`` schedules one per
 (dataset, session, user), coalescing repeated requests; :meth:`RememberFlows.finish`
 waits for them (bounded) when the stack closes.
+
+``improve(dataset=..., session_ids=[...])`` also distills each distinct session's
+gated guidance into the same dataset (the ``distiller`` it is given,
+:meth:`memlab.flows.distill.DistillFlow.distill`), after the turns are bridged. A
+session whose distillation fails does not undo or hide the bridging: a warning is
+logged and its entry in ``ImproveResult.distilled`` has status ``failed`` with the
+``error`` (for :class:`~memlab.exceptions.DistillationCallsFailedError`, the partial
+result it carries). Background self-improvement does not distill.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memlab.datasets import Datasets
-from memlab.exceptions import ValidationError
-from memlab.models import Dataset, ImproveResult, RememberResult
+from memlab.exceptions import DistillationCallsFailedError, ValidationError
+from memlab.models import Dataset, DistillResult, ImproveResult, RememberResult
+from memlab.provenance import PERSIST_WATERMARK_KIND
 from memlab.relational import RelationalStore
 from memlab.session import SessionManager
 from memlab.users import Users
@@ -58,12 +67,15 @@ class RememberFlows:
         sessions: SessionManager,
         store: RelationalStore,
         memory: Callable[[], "PermanentMemory"],
+        distiller: Callable[..., Awaitable[DistillResult]] | None = None,
     ) -> None:
         self.users = users
         self.datasets = datasets
         self.sessions = sessions
         self.store = store
         self.memory = memory
+        #: ``distiller(session_id, dataset=..., user=...)`` distills a session in improve() (None: improve does not distill)
+        self.distiller = distiller
         self._improving: dict[tuple, asyncio.Task] = {}
         self._improve_again: set[tuple] = set()
 
@@ -97,7 +109,8 @@ class RememberFlows:
             raise ValidationError(f"session_ids must be a non-empty list of session ids, got {session_ids!r}")
         target, sessions, turns, documents = await self._session_documents(dataset, session_ids, user)
         if not turns:
-            return ImproveResult(status="nothing_to_improve", dataset_id=target.id, session_ids=sessions)
+            distilled = await self._distill(target, sessions, user)
+            return ImproveResult(status="nothing_to_improve", dataset_id=target.id, session_ids=sessions, distilled=distilled)
         result = await self.memory().remember(target, documents, tags=_session_tags(sessions))
         return ImproveResult(
             status="completed",
@@ -106,7 +119,25 @@ class RememberFlows:
             turns=turns,
             data_ids=result.data_ids,
             new_data_ids=result.new_data_ids,
+            distilled=await self._distill(target, sessions, user),
         )
+
+    async def _distill(self, target: Dataset, sessions: Sequence[str], user: Any) -> list[DistillResult]:
+        """Distill each distinct session into ``target``, one after another; a failure becomes a ``failed`` result."""
+        if self.distiller is None:
+            return []
+        results = []
+        for session in dict.fromkeys(sessions):
+            try:
+                results.append(await self.distiller(session, dataset=target, user=user))
+            except Exception as exc:  # the bridging is done: record the failure instead of raising it
+                logger.warning("improve(): distillation of session %r into dataset %s failed: %s: %s", session, target.id, type(exc).__name__, exc)
+                partial = exc.result if isinstance(exc, DistillationCallsFailedError) else None
+                if isinstance(partial, DistillResult):
+                    results.append(partial)
+                else:
+                    results.append(DistillResult(status="failed", session_id=session, dataset_id=target.id, error=f"{type(exc).__name__}: {exc}"))
+        return results
 
     async def _session_documents(self, dataset: Any, session_ids: Sequence[str], user: Any) -> tuple[Dataset, list[str], int, list["Document"]]:
         """The dataset to write (created when missing), the resolved session ids, the answered-turn count, those turns as documents."""
@@ -123,16 +154,37 @@ class RememberFlows:
         return target, sessions, len(texts), documents
 
     async def _improve_in_background(self, dataset: Any, session: str, user: Any) -> None:
-        """:meth:`improve` of one session, except that a dataset already holding every turn is left untouched (no pipeline runs)."""
+        """Bridge the session's turns after its persist watermark into ``dataset``, then raise the watermark.
+
+        The watermark (a context row ``session_persist_watermark_state:<dataset_id>``
+        holding ``count``) is the number of the session's turns, in order, already
+        bridged into that dataset, so a run reads every turn but makes documents of
+        the new ones only; a dataset already holding all of them runs no pipeline
+        (content-hash dedup). A delete that removes bridged turns lowers it by as
+        many (:mod:`memlab.provenance`).
+        """
+        from memlab.graph import load_documents
+
         started = asyncio.get_running_loop().time()
-        target, sessions, turns, documents = await self._session_documents(dataset, [session], user)
+        resolved = await self.users.resolve(user)
+        target = await self.datasets.resolve(dataset, resolved, "write", create=True)
+        mark_id = f"{PERSIST_WATERMARK_KIND}:{target.id}"
+        rows = await self.sessions.get_context_entries(resolved.id, session_id=session)
+        done = next((row.get("count") for row in rows if row.get("id") == mark_id), 0)
+        done = done if isinstance(done, int) and not isinstance(done, bool) and done >= 0 else 0
+        entries = await self.sessions.get_session(resolved.id, session_id=session)
+        texts = [_turn_text(entry.question, entry.answer) for entry in entries[done:] if entry.answer.strip()]
+        documents = await asyncio.to_thread(load_documents, texts) if texts else []
         hashes = {document.content_hash for document in documents}
         new = len(hashes) - len(await self.store.known_hashes(target.id, hashes))
         if new:
-            await self.memory().remember(target, documents, tags=_session_tags(sessions))
+            await self.memory().remember(target, documents, tags=_session_tags([session]))
+        if len(entries) > done:
+            mark = {"id": mark_id, "kind": PERSIST_WATERMARK_KIND, "dataset_id": str(target.id), "count": len(entries)}
+            await self.sessions.add_context_entry(resolved.id, mark, session_id=session)
         logger.info(
-            "self-improvement of session %r into dataset %s: %d turn(s), %d new document(s) chunked, extracted and embedded in %.2f s",
-            session, target.id, turns, new, asyncio.get_running_loop().time() - started,
+            "self-improvement of session %r into dataset %s: %d new turn(s), %d new document(s) chunked, extracted and embedded in %.2f s",
+            session, target.id, len(texts), new, asyncio.get_running_loop().time() - started,
         )
 
     def _schedule(self, dataset: Any, session: str, user: Any) -> None:

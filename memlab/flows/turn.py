@@ -211,6 +211,10 @@ class SessionTurn(TurnPort):
         merged = retriever.merge_lanes(raw, rewritten, self.merge, scope.top_k)
         return await retriever.answer_from(query, merged, scope)
 
+    def _dataset_id(self) -> Any:
+        """The dataset the turn answered from, when it searched exactly one (recorded as the session's dataset)."""
+        return self.scope.dataset_ids[0] if len(self.scope.dataset_ids) == 1 else None
+
     def _finish(self, answered: bool) -> None:
         self.note(answered=answered, latency_ms=round((time.perf_counter() - self.started) * 1000))
 
@@ -226,6 +230,7 @@ class SessionTurn(TurnPort):
             used_session_context_ids=ids or None,
             memify_metadata=turn_metadata(self.record),
             session_id=self.session_id,
+            dataset_id=self._dataset_id(),
         )
         self.record["guidance_ids"] = ids
         return TurnResult(completion.text, completion, qa_id, self.record)
@@ -233,7 +238,12 @@ class SessionTurn(TurnPort):
     async def acknowledge(self, text: str) -> TurnResult:
         self._finish(False)
         qa_id = await self.manager.add_qa(
-            self.user_id, question=self.query, answer=text, memify_metadata=turn_metadata(self.record), session_id=self.session_id
+            self.user_id,
+            question=self.query,
+            answer=text,
+            memify_metadata=turn_metadata(self.record),
+            session_id=self.session_id,
+            dataset_id=self._dataset_id(),
         )
         self.record["guidance_ids"] = []
         return TurnResult(text, None, qa_id, self.record)

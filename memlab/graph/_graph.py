@@ -177,6 +177,13 @@ class KnowledgeGraph:
             self._unsupport(node)
         return GraphRemoval(node_ids=frozenset(dead_nodes), edge_ids=frozenset(dead_edges))
 
+    def removal_of(self, data_id: str) -> GraphRemoval:
+        """What :meth:`remove_data` would delete for ``data_id``, without changing anything."""
+        _text("data_id", data_id)
+        dead = {element for element in self._by_data.get(data_id, ()) if self._supporters[element] == {data_id}}
+        edges = {element for element in dead if element in self._ends}
+        return GraphRemoval(node_ids=frozenset(dead - edges), edge_ids=frozenset(edges))
+
     def remove_all(self) -> GraphRemoval:
         """Delete every element; report them all."""
         removal = GraphRemoval(node_ids=frozenset(self._g.nodes), edge_ids=frozenset(self._ends))

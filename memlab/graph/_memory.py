@@ -36,7 +36,7 @@ from memlab.graph._documents import Document
 from memlab.graph._graph import GraphRemoval, KnowledgeGraph
 from memlab.graph._snapshot import delete_snapshot, load_snapshot, save_snapshot
 from memlab.graph._vectors import VectorStore
-from memlab.models import Dataset, ForgetResult, RememberResult
+from memlab.models import CleanupReceipt, Dataset, ForgetResult, RememberResult
 from memlab.privacy import scrub_error_message
 from memlab.provenance import ForgetEvent
 from memlab.relational import ADD_PIPELINE, COGNIFY_PIPELINE, RelationalStore
@@ -81,7 +81,7 @@ class PermanentMemory:
         chunk_size: int,
         chunk_overlap: int,
         extraction_concurrency: int,
-        on_forget: Callable[[ForgetEvent], Awaitable[None]],
+        on_forget: Callable[[ForgetEvent], Awaitable[CleanupReceipt]],
     ) -> None:
         self.root = Path(root)
         self._store = store
@@ -211,8 +211,11 @@ class PermanentMemory:
         stats["timings_s"]["write"] = clock() - writing
         return delta.chunk_count, node_ids, edge_ids
 
-    async def forget_data(self, dataset: Dataset, data_id: Any) -> ForgetResult:
-        """Remove one document: its record, and the graph elements no other document supports."""
+    async def forget_data(self, dataset: Dataset, data_id: Any, *, dry_run: bool = False) -> ForgetResult:
+        """Remove one document: its record, and the graph elements no other document supports.
+
+        ``dry_run``: change nothing; the result says what would go (the session cleanup included).
+        """
         try:
             key = uuid.UUID(str(data_id))
         except ValueError:
@@ -223,33 +226,46 @@ class PermanentMemory:
             from memlab.exceptions import ValidationError
 
             raise ValidationError(f"dataset {dataset.id} has no document {key}")
+        if dry_run:
+            removal = (await self._current(dataset.id)).graph.removal_of(str(key))
+        else:
+            removal = await self._write(dataset.id, lambda loaded: _drop_document(loaded, str(key)))
+            await self._store.delete_data(dataset.id, [key])
+        return await self._forgotten(dataset.id, {str(key)}, removal, whole=False, dry_run=dry_run)
 
-        removal = await self._write(dataset.id, lambda loaded: _drop_document(loaded, str(key)))
-        await self._store.delete_data(dataset.id, [key])
-        return await self._forgotten(dataset.id, {str(key)}, removal, whole=False)
+    async def forget_dataset(self, dataset: Dataset, *, keep_dataset: bool, keep_data: bool, dry_run: bool = False) -> ForgetResult:
+        """Remove the dataset's whole graph; its documents unless ``keep_data``; the dataset unless ``keep_dataset``.
 
-    async def forget_dataset(self, dataset: Dataset, *, keep_dataset: bool, keep_data: bool) -> ForgetResult:
-        """Remove the dataset's whole graph; its documents unless ``keep_data``; the dataset unless ``keep_dataset``."""
+        ``dry_run``: change nothing; the result says what would go (the session cleanup included).
+        """
         records = await self._store.list_data(dataset.id)
-        async with self._exclusive(dataset.id):
-            loaded = await self._load(dataset.id)
-            view = loaded.graph.nx
+        if dry_run:
+            view = (await self._current(dataset.id)).graph.nx
             removal = GraphRemoval(node_ids=frozenset(view.nodes), edge_ids=frozenset(key for _, _, key in view.edges(keys=True)))
-            self._loaded.pop(dataset.id, None)
-            await asyncio.to_thread(delete_snapshot, self._dir(dataset.id))
+        else:
+            async with self._exclusive(dataset.id):
+                loaded = await self._load(dataset.id)
+                view = loaded.graph.nx
+                removal = GraphRemoval(node_ids=frozenset(view.nodes), edge_ids=frozenset(key for _, _, key in view.edges(keys=True)))
+                self._loaded.pop(dataset.id, None)
+                await asyncio.to_thread(delete_snapshot, self._dir(dataset.id))
         data_ids = set() if keep_data else {str(record.id) for record in records}
-        if not keep_dataset:
+        if not dry_run and not keep_dataset:
             await self._store.delete_dataset(dataset.id)
-        elif data_ids:
+        elif not dry_run and data_ids:
             await self._store.delete_data(dataset.id, [record.id for record in records])
-        result = await self._forgotten(dataset.id, data_ids, removal, whole=True)
+        result = await self._forgotten(dataset.id, data_ids, removal, whole=True, dry_run=dry_run)
         return result.model_copy(update={"dataset_ids": [] if keep_dataset else [dataset.id]})
 
-    async def _forgotten(self, dataset_id: uuid.UUID, data_ids: set[str], removal: GraphRemoval, *, whole: bool) -> ForgetResult:
-        await self._on_forget(
-            ForgetEvent(dataset_id, frozenset(data_ids), frozenset(removal.node_ids), frozenset(removal.edge_ids), whole)
+    async def _forgotten(
+        self, dataset_id: uuid.UUID, data_ids: set[str], removal: GraphRemoval, *, whole: bool, dry_run: bool
+    ) -> ForgetResult:
+        receipt = await self._on_forget(
+            ForgetEvent(dataset_id, frozenset(data_ids), frozenset(removal.node_ids), frozenset(removal.edge_ids), whole, dry_run)
         )
-        return ForgetResult(data_ids=sorted(data_ids), node_ids=sorted(removal.node_ids), edge_ids=sorted(removal.edge_ids))
+        return ForgetResult(
+            data_ids=sorted(data_ids), node_ids=sorted(removal.node_ids), edge_ids=sorted(removal.edge_ids), cleanup=receipt, dry_run=dry_run
+        )
 
     # -- state -----------------------------------------------------------------------
     def _dir(self, dataset_id: uuid.UUID) -> Path:

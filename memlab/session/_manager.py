@@ -5,6 +5,11 @@ Every method validates its ids first (a bad id raises
 state). After that the manager fails open: with caching off or the backend
 unreachable, reads return ``[]`` / ``""`` and writes ``None`` / ``False``, and a
 warning is logged; nothing raises.
+
+Each stored turn and context entry is reported to the manager's ``activity``
+recorder (the stack's ``session_records``: which sessions exist, whose they are,
+which dataset they answered from), after the cache write. A recorder failure is
+logged (once per manager) and never fails the write.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from memlab.validation import check_id, check_text
 
 logger = logging.getLogger("memlab.session")
 T = TypeVar("T")
+
+#: ``activity(user_id, session_id, dataset_id)``: called after each stored turn or context entry
+ActivityRecorder = Callable[[str, str, "uuid.UUID | None"], Awaitable[None]]
 
 #: Turns of conversation history given to the LLM: fixed, as in the seeds.
 HISTORY_LAST_N = 10
@@ -69,9 +77,12 @@ class SessionManager:
         index_capacity: int = 256,
         lifecycle: Lifecycle | None = None,
         clock: Clock | None = None,
+        activity: ActivityRecorder | None = None,
     ) -> None:
         self.cache = cache
         self._lifecycle = lifecycle
+        self._activity = activity
+        self._activity_warned = False
         #: this manager's session guidance (load, serve, update, score)
         self.guidance = Guidance(self, clock or (cache.clock if cache is not None else SystemClock()))
         self.default_session_id = default_session_id
@@ -109,6 +120,17 @@ class SessionManager:
             logger.warning("session %s failed open (returning %r): %s", op, default, exc)
             return default
 
+    async def _record(self, user: str, session: str, dataset_id: uuid.UUID | None) -> None:
+        """Report a stored write to the activity recorder; a failure is logged once, never raised."""
+        if self._activity is None:
+            return
+        try:
+            await self._activity(user, session, dataset_id)
+        except Exception as exc:  # the write is stored; only its record is missing
+            if not self._activity_warned:
+                self._activity_warned = True
+                logger.warning("session activity of %r could not be recorded (further failures are not logged): %s: %s", session, type(exc).__name__, exc)
+
     def _require_open(self) -> None:
         """``StackStateError`` when this manager belongs to a stack that is not open."""
         if self._lifecycle is not None:
@@ -129,7 +151,12 @@ class SessionManager:
         used_session_context_ids: list[str] | None = None,
         memify_metadata: dict[str, Any] | None = None,
     ) -> str | None:
-        """Store one turn; returns its ``qa_id`` (None when the cache is unavailable)."""
+        """Store one turn; returns its ``qa_id`` (None when the cache is unavailable).
+
+        ``dataset_id`` names the dataset the turn answered from (it also resolves an
+        omitted ``session_id`` to that dataset's default session); it is recorded as
+        the session's dataset when the session has none yet.
+        """
         user, session = self._ids(user_id, session_id, dataset_id)
         for name, value in (("question", question), ("answer", answer), ("context", context)):
             check_text(name, value, error=SessionQAEntryValidationError)
@@ -147,7 +174,10 @@ class SessionManager:
             )
             return entry.qa_id  # the cache always assigns one
 
-        return await self._fail_open("add_qa", None, write)
+        qa_id = await self._fail_open("add_qa", None, write)
+        if qa_id is not None:
+            await self._record(user, session, _check_dataset_id(dataset_id) or self.dataset_id)
+        return qa_id
 
     @overload
     async def get_session(
@@ -266,9 +296,12 @@ class SessionManager:
         """Upsert a guidance/feedback entry by id; returns the id (None when unavailable)."""
         user, session = self._ids(user_id, session_id)
         payload = entry.model_dump(mode="json") if isinstance(entry, pydantic.BaseModel) else dict(entry)
-        return await self._fail_open(
+        stored = await self._fail_open(
             "add_context_entry", None, lambda cache: cache.create_session_context_entry(user, session, payload)
         )
+        if stored is not None:
+            await self._record(user, session, None)
+        return stored
 
     async def get_context_entries(self, user_id: Any, session_id: str | None = None, *, raise_on_error: bool = False) -> list[dict]:
         """Every live context row (all kinds), first-insert order."""
