@@ -71,10 +71,31 @@ _COMPLETION = [
 # --- end completion retrievers ---
 
 # --- the contract and the registry ---
-from memlab.retrievers._base import Completion, RetrievalScope, Retriever, SearchResultItem, no_usage
+from memlab.retrievers._base import (
+    DISTINCT_KEYS,
+    Completion,
+    RetrievalScope,
+    Retriever,
+    SearchResultItem,
+    check_distinct,
+    no_usage,
+    one_per_source,
+)
 from memlab.retrievers._registry import RETRIEVERS, Retrievers, get_retriever
 
-_CONTRACT = ["Completion", "RETRIEVERS", "RetrievalScope", "Retriever", "Retrievers", "SearchResultItem", "get_retriever", "no_usage"]
+_CONTRACT = [
+    "Completion",
+    "DISTINCT_KEYS",
+    "RETRIEVERS",
+    "RetrievalScope",
+    "Retriever",
+    "Retrievers",
+    "SearchResultItem",
+    "check_distinct",
+    "get_retriever",
+    "no_usage",
+    "one_per_source",
+]
 # --- end contract ---
 
 __all__ = [*_PRIMITIVES, *_RETRIEVAL_ONLY, *_COMPLETION, *_CONTRACT]

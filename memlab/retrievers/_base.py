@@ -16,6 +16,12 @@ Contract (every retriever, checked by ``tests/retrievers``):
   answer text, the validated ``response_model`` instance when one was given,
   the context it used, the node / edge ids of the graph elements it actually
   put in the prompt, and the LLM usage of the call(s).
+* ``scope.distinct="data_id"`` asks for one result per source document: a
+  retriever that declares ``distinct_sources`` (``CHUNKS``, ``SUMMARIES``,
+  ``CHUNKS_LEXICAL``) then returns the best item of each document and skips
+  every later item supported by a document already shown, still filling up to
+  ``top_k`` from further down the ranking (:func:`one_per_source`); other
+  retrievers ignore it.
 * Retrievers hold no state between calls; they are safe to share.
 """
 
@@ -30,11 +36,13 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
+from memlab.exceptions import ValidationError
 from memlab.retrievers._types import SearchType
 
 __all__ = [
     "ANSWER_INSTRUCTIONS",
     "Completion",
+    "DISTINCT_KEYS",
     "RetrievalScope",
     "Retriever",
     "SearchResultItem",
@@ -44,9 +52,21 @@ __all__ = [
     "context_lines",
     "dataset_graphs",
     "element_item",
+    "check_distinct",
     "no_usage",
+    "one_per_source",
     "vector_items",
 ]
+
+#: the values ``RetrievalScope.distinct`` (``recall(distinct=...)``) accepts besides None
+DISTINCT_KEYS = ("data_id",)
+
+
+def check_distinct(distinct: Any) -> str | None:
+    """``distinct`` when it is None or one of :data:`DISTINCT_KEYS`; :class:`~memlab.ValidationError` otherwise."""
+    if distinct is not None and (not isinstance(distinct, str) or distinct not in DISTINCT_KEYS):
+        raise ValidationError(f"distinct must be None or one of {', '.join(map(repr, DISTINCT_KEYS))}, got {distinct!r}")
+    return distinct
 
 #: system instructions of a grounded answer
 ANSWER_INSTRUCTIONS = (
@@ -105,7 +125,9 @@ class RetrievalScope:
     ``memory`` is the stack's ``PermanentMemory`` (``await memory.graph(id)``,
     ``await memory.vectors(id)``, ``memory.embedder``); ``llm`` the stack's
     ``LLMClient``; ``history`` the formatted session history a completion
-    prompt should include ("" for none).
+    prompt should include ("" for none); ``distinct`` ``"data_id"`` asks the
+    retrievers that declare ``distinct_sources`` for one result per source
+    document (None: every item on its own rank).
     """
 
     memory: Any
@@ -115,7 +137,11 @@ class RetrievalScope:
     history: str = ""
     #: the retriever of a search type, for retrievers that delegate (FEELING_LUCKY); None: not available
     retrievers: "Callable[[SearchType], Retriever] | None" = None
+    distinct: str | None = None
     _embedded: dict[str, asyncio.Future] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        check_distinct(self.distinct)
 
     async def embed(self, text: str) -> Any:
         """The query vector of ``text``, embedded once per scope; concurrent first calls share it (a failed one is redone)."""
@@ -139,6 +165,8 @@ class Retriever(abc.ABC):
       is retried as ``HYBRID_COMPLETION`` (lexical and coding-rules types);
     * ``skill_gate``: recall's skill gate may run beside this type (not for the
       skills lookup itself, nor for agentic completion, which plans its own);
+    * ``distinct_sources``: honours ``scope.distinct="data_id"`` (one item per
+      source document, :func:`one_per_source`);
     * the lane protocol of a dual-query turn: :meth:`retrieve_lane` per query,
       :meth:`merge_lanes`, :meth:`answer_from`. The defaults treat a lane as the
       :meth:`get_context` list; a retriever whose context has another shape
@@ -150,6 +178,7 @@ class Retriever(abc.ABC):
     concurrent_turns: ClassVar[bool] = False
     hybrid_retry_when_empty: ClassVar[bool] = False
     skill_gate: ClassVar[bool] = True
+    distinct_sources: ClassVar[bool] = False
 
     @classmethod
     def runs_concurrently(cls) -> bool:
@@ -226,8 +255,38 @@ def element_item(graph: Any, dataset_id: uuid.UUID, element_id: str, score: floa
     )
 
 
-async def vector_items(query: str, scope: RetrievalScope, collection: str, *, limit: int | None = None) -> list[SearchResultItem]:
-    """The ``limit`` (default ``scope.top_k``) elements of ``collection`` nearest ``query`` over every dataset of the scope."""
+def one_per_source(items: Iterable[SearchResultItem], limit: int | None = None) -> list[SearchResultItem]:
+    """``items`` in their order, each source document shown once (``distinct="data_id"``).
+
+    An item is skipped when any of its ``data_ids`` was already shown by an earlier
+    item (so no document appears twice, even through an element several documents
+    support); an item without ``data_ids`` is kept. At most ``limit`` items (None: all).
+    """
+    shown: set[str] = set()
+    kept: list[SearchResultItem] = []
+    for item in items:
+        if limit is not None and len(kept) >= limit:
+            break
+        if shown.intersection(item.data_ids):
+            continue
+        shown.update(item.data_ids)
+        kept.append(item)
+    return kept
+
+
+#: how many times ``limit`` a distinct vector search fetches first (then 4x more each round, up to the whole collection)
+_DISTINCT_OVERFETCH = 4
+
+
+async def vector_items(
+    query: str, scope: RetrievalScope, collection: str, *, limit: int | None = None, distinct: str | None = None
+) -> list[SearchResultItem]:
+    """The ``limit`` (default ``scope.top_k``) elements of ``collection`` nearest ``query`` over every dataset of the scope.
+
+    ``distinct="data_id"``: the nearest element of each source document (:func:`one_per_source`);
+    each dataset's search fetches more neighbours until ``limit`` documents are found or
+    the collection is exhausted.
+    """
     limit = scope.top_k if limit is None else limit
     if not query.strip() or limit < 1:
         return []
@@ -237,12 +296,25 @@ async def vector_items(query: str, scope: RetrievalScope, collection: str, *, li
         if collection not in vectors.names() or not len(vectors.collection(collection)):
             continue
         graph = await scope.memory.graph(dataset_id)
-        for element_id, distance in vectors.collection(collection).search(await scope.embed(query), limit):
-            item = element_item(graph, dataset_id, element_id, distance)
-            if item is not None:
-                items.append(item)
+        index = vectors.collection(collection)
+        size = len(index)
+        vector = await scope.embed(query)
+        fetch = limit if distinct is None else min(size, limit * _DISTINCT_OVERFETCH)
+        while True:
+            found = [
+                item
+                for element_id, distance in index.search(vector, fetch)
+                if (item := element_item(graph, dataset_id, element_id, distance)) is not None
+            ]
+            if distinct is None:
+                break
+            found = one_per_source(found, limit)
+            if len(found) >= limit or fetch >= size:
+                break
+            fetch = min(size, fetch * _DISTINCT_OVERFETCH)
+        items.extend(found)
     items.sort(key=lambda item: item.score)
-    return items[:limit]
+    return one_per_source(items, limit) if distinct is not None else items[:limit]
 
 
 async def answer(

@@ -26,14 +26,19 @@ def check_request(query: Any, scope: RetrievalScope) -> bool:
 
 
 class CollectionRetriever(Retriever):
-    """The ``top_k`` elements of one vector ``collection`` nearest the query, over every dataset of the scope."""
+    """The ``top_k`` elements of one vector ``collection`` nearest the query, over every dataset of the scope.
+
+    With ``scope.distinct="data_id"``: the nearest element of each of the ``top_k``
+    nearest documents (one long document cannot fill the list).
+    """
 
     collection: ClassVar[str]
+    distinct_sources = True
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
         if not check_request(query, scope):
             return []
-        return await vector_items(query, scope, self.collection)
+        return await vector_items(query, scope, self.collection, distinct=scope.distinct)
 
 
 class ChunksRetriever(CollectionRetriever):

@@ -15,6 +15,9 @@
   one space; they rank by the BM25 of the phrase's tokens.
 * **Score** (a distance, lower is better): ``1 / (1 + bm25)``, in ``(0, 1]``.
   Ties keep the graph's chunk order (document order), datasets in scope order.
+* **One chunk per document** (``scope.distinct="data_id"``): walking down the
+  ranking, a chunk whose document an earlier chunk already showed is skipped,
+  until ``top_k`` documents are found or the matching chunks run out.
 
 The inverted index is built once per dataset snapshot and reused until a
 remember / forget replaces it (:meth:`memlab.graph.PermanentMemory.derived`).
@@ -24,11 +27,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterator
+from itertools import islice
 from dataclasses import dataclass
 from typing import Any
 
 from memlab.text import lexical_tokens
-from memlab.retrievers._base import RetrievalScope, Retriever, SearchResultItem, element_item
+from memlab.retrievers._base import RetrievalScope, Retriever, SearchResultItem, element_item, one_per_source
 from memlab.retrievers._chunks import check_request
 from memlab.retrievers._routing import _QUOTED
 from memlab.retrievers._types import SearchType
@@ -84,28 +89,24 @@ def _holds(positions: Any, position: int) -> bool:
     return bool(at < len(positions) and positions[at] == position)
 
 
-def _ranked(index: _Index, terms: list[str], phrase: str | None, limit: int) -> list[tuple[int, float, list[str]]]:
-    """``(position, bm25, matched terms)`` of the best ``limit`` chunks, best first."""
+def _ranked(index: _Index, terms: list[str], phrase: str | None) -> Iterator[tuple[int, float, list[str]]]:
+    """``(position, bm25, matched terms)`` of the matching chunks, best first (lazily: stop when you have enough)."""
     import numpy as np
 
     present = [term for term in terms if term in index.postings]
     if not present:
-        return []
+        return
     scores = np.zeros(len(index.ids))
     for term in present:
         positions, weights = index.postings[term]
         scores[positions] += index.idf[term] * weights
     matched = np.flatnonzero(scores > 0)
     order = matched[np.lexsort((matched, -scores[matched]))]
-    out = []
     for position in order.tolist():
         text = index.folded[position]
         if phrase is not None and phrase not in text:
             continue
-        out.append((position, float(scores[position]), [term for term in present if _holds(index.postings[term][0], position)]))
-        if len(out) == limit:
-            break
-    return out
+        yield position, float(scores[position]), [term for term in present if _holds(index.postings[term][0], position)]
 
 
 class LexicalChunksRetriever(Retriever):
@@ -113,6 +114,7 @@ class LexicalChunksRetriever(Retriever):
 
     search_type = SearchType.CHUNKS_LEXICAL
     hybrid_retry_when_empty = True
+    distinct_sources = True
 
     async def get_context(self, query: str, scope: RetrievalScope) -> list[SearchResultItem]:
         if not check_request(query, scope):
@@ -123,9 +125,13 @@ class LexicalChunksRetriever(Retriever):
         items: list[SearchResultItem] = []
         for dataset_id in scope.dataset_ids:
             graph, index = await scope.memory.derived(dataset_id, "lexical", _build)
-            for position, bm25, matched in _ranked(index, terms, phrase, scope.top_k):
-                item = element_item(graph, dataset_id, index.ids[position], 1 / (1 + bm25), bm25=bm25, matched_terms=matched)
-                if item is not None:
-                    items.append(item)
+            candidates = (
+                item
+                for position, bm25, matched in _ranked(index, terms, phrase)
+                if (item := element_item(graph, dataset_id, index.ids[position], 1 / (1 + bm25), bm25=bm25, matched_terms=matched))
+                is not None
+            )
+            found = one_per_source(candidates, scope.top_k) if scope.distinct is not None else list(islice(candidates, scope.top_k))
+            items.extend(found)
         items.sort(key=lambda item: item.score)
-        return items[: scope.top_k]
+        return one_per_source(items, scope.top_k) if scope.distinct is not None else items[: scope.top_k]

@@ -1,4 +1,4 @@
-"""Session layer: :class:`SessionManager`, the keyword tokenizer, and the module-level session API.
+"""Session layer: :class:`SessionManager`, the session retrievers, the keyword tokenizer, and the module-level session API.
 
 ``memlab.session.get_session / add_feedback / delete_feedback / distill_session`` act on the default
 stack (built from the environment), like cognee's ``cognee.session.*``.
@@ -11,23 +11,37 @@ from typing import Any
 from memlab.models import DistillResult, SessionQAEntry
 from memlab.session._api import SessionAPI
 from memlab.session._guidance import AppliedGuidance, Guidance, ServedGuidance, context_entries
-from memlab.session._keyword import KeywordIndex
+from memlab.session.retrievers import (
+    BM25SessionRetriever,
+    HybridSessionRetriever,
+    KeywordIndex,
+    KeywordSessionRetriever,
+    SessionRetriever,
+    VectorSessionRetriever,
+    matched_tokens,
+)
 from memlab.text import session_tokens as tokenize
 from memlab.session._manager import HISTORY_LAST_N, SessionManager
 
 __all__ = [
     "AppliedGuidance",
+    "BM25SessionRetriever",
     "Guidance",
     "HISTORY_LAST_N",
+    "HybridSessionRetriever",
     "KeywordIndex",
+    "KeywordSessionRetriever",
     "ServedGuidance",
     "SessionAPI",
     "SessionManager",
+    "SessionRetriever",
+    "VectorSessionRetriever",
     "context_entries",
     "add_feedback",
     "delete_feedback",
     "distill_session",
     "get_session",
+    "matched_tokens",
     "tokenize",
 ]
 

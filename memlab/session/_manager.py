@@ -28,7 +28,7 @@ from memlab.lifecycle import Lifecycle
 from memlab.session._guidance import Guidance
 from memlab.exceptions import BackendError, SessionParameterValidationError, SessionQAEntryValidationError
 from memlab.models import SessionContextEntry, SessionFeedbackEntry, SessionQAEntry
-from memlab.session._keyword import KeywordIndex
+from memlab.session.retrievers import KeywordSessionRetriever, SessionIndex, SessionRetriever
 from memlab.validation import check_id, check_text
 
 logger = logging.getLogger("memlab.session")
@@ -78,8 +78,11 @@ class SessionManager:
         lifecycle: Lifecycle | None = None,
         clock: Clock | None = None,
         activity: ActivityRecorder | None = None,
+        retriever: SessionRetriever[Any] | None = None,
     ) -> None:
         self.cache = cache
+        #: how :meth:`search` ranks a session's turns (default: ``keyword``, cognee's rule)
+        self.retriever: SessionRetriever[Any] = retriever if retriever is not None else KeywordSessionRetriever()
         self._lifecycle = lifecycle
         self._activity = activity
         self._activity_warned = False
@@ -87,7 +90,7 @@ class SessionManager:
         self.guidance = Guidance(self, clock or (cache.clock if cache is not None else SystemClock()))
         self.default_session_id = default_session_id
         self.dataset_id = _check_dataset_id(dataset_id)
-        self._indexes: OrderedDict[tuple[str, str], KeywordIndex] = OrderedDict()
+        self._indexes: OrderedDict[tuple[str, str], SessionIndex] = OrderedDict()
         self._index_capacity = index_capacity
 
     @property
@@ -326,29 +329,35 @@ class SessionManager:
             "delete_context_entry", False, lambda cache: cache.delete_session_context_entry(user, session, entry)
         )
 
-    # -- keyword recall ----------------------------------------------------------------
+    # -- session recall ----------------------------------------------------------------
 
-    async def search(self, user_id: Any, query: str, session_id: str | None = None, top_k: int = 15) -> list[tuple[SessionQAEntry, int]]:
-        """Keyword recall over the session: ``(turn, matched token count)``, best first (SPEC §9.2)."""
+    async def search(self, user_id: Any, query: str, session_id: str | None = None, top_k: int = 15) -> list[tuple[SessionQAEntry, float]]:
+        """Recall over the session's turns: ``(turn, score)``, best first, ties oldest first.
+
+        Ranked by :attr:`retriever` (SPEC §9.2 for the default ``keyword``, whose
+        score is the matched token count); see :mod:`memlab.session.retrievers`.
+        The retriever's index of the session is brought up to date from the cache's
+        change feed first, so turns another process wrote are seen.
+        """
         user, session = self._ids(user_id, session_id)
         check_text("query", query)
 
-        async def run(cache: CacheBackend) -> list[tuple[SessionQAEntry, int]]:
+        async def run(cache: CacheBackend) -> list[tuple[SessionQAEntry, float]]:
             index = self._index_for(user, session)
             while True:  # another coroutine may refresh the index while we wait
                 base = index.cursor
                 log = await cache.read_qa_log(user, session, base)
                 if index.cursor == base:
                     index.apply(log)
-                    return index.search(query, top_k)
+                    return await self.retriever.search(index, query, top_k)
 
         return await self._fail_open("search", [], run)
 
-    def _index_for(self, user: str, session: str) -> KeywordIndex:
+    def _index_for(self, user: str, session: str) -> SessionIndex:
         key = (user, session)
         index = self._indexes.get(key)
         if index is None:
-            index = self._indexes[key] = KeywordIndex()
+            index = self._indexes[key] = self.retriever.new_index()
             if len(self._indexes) > self._index_capacity:
                 self._indexes.popitem(last=False)
         else:
