@@ -14,6 +14,7 @@ seeds' variables with their defaults (names are case-insensitive)::
     MEMLAB_CHUNK_SIZE=512  MEMLAB_CHUNK_OVERLAP=64  MEMLAB_EXTRACTION_CONCURRENCY=8
     RECALL_WARMUP_SHORTCIRCUIT=true  RECALL_WARMUP_THRESHOLD=1  RECALL_WARMUP_CACHE_TTL=60  SKILL_GATE_ENABLED=true
     MEMLAB_MERGE_POLICY=dual_lane  MEMLAB_ANALYSIS_TIMEOUT_SECONDS=30  IMPROVE_DISTILL_MAX_BATCHES_PER_RUN=10
+    SESSION_RETRIEVER=keyword
     DB_PROVIDER= DB_HOST= DB_PORT= DB_USERNAME= DB_PASSWORD= DB_NAME=   (postgres cache without CACHE_DB_URL)
 
 Empty values mean "unset" (the default). Flags accept true/false, 1/0, yes/no,
@@ -77,6 +78,7 @@ __all__ = [
     "MERGE_POLICIES",
     "MergeConfig",
     "RecallConfig",
+    "SESSION_RETRIEVERS",
     "SessionConfig",
     "StackConfig",
     "TTL_POLICIES",
@@ -86,6 +88,7 @@ __all__ = [
     "build_embedder",
     "build_llm_client",
     "build_merge_policy",
+    "build_session_retriever",
     "build_ttl_policy",
     "sql_cache_url",
 ]
@@ -120,6 +123,14 @@ MERGE_POLICIES: dict[str, str] = {
     "dual_lane": "memlab.merge._dual_lane:DualLaneMerge",
     "raw_only": "memlab.merge._raw_only:RawOnlyMerge",
     "rrf": "memlab.merge._rrf:RRFMerge",
+}
+
+#: config name -> "module:Class" of each session retriever (how recall's session lane ranks turns)
+SESSION_RETRIEVERS: dict[str, str] = {
+    "keyword": "memlab.session.retrievers._keyword:KeywordSessionRetriever",
+    "bm25": "memlab.session.retrievers._bm25:BM25SessionRetriever",
+    "vector": "memlab.session.retrievers._vector:VectorSessionRetriever",
+    "hybrid": "memlab.session.retrievers._hybrid:HybridSessionRetriever",
 }
 
 #: config name -> "module:Class" of each turn-analysis mode
@@ -247,11 +258,25 @@ class SessionConfig(_Section):
     ``distill_max_batches_per_run`` (``IMPROVE_DISTILL_MAX_BATCHES_PER_RUN``): curator
     batches one session distillation sends at most when ``max_batches`` is None;
     0 means no cap.
+
+    ``retriever`` (``SESSION_RETRIEVER``): how recall's session lane ranks a
+    session's turns: ``keyword`` (cognee's rule), ``bm25``, ``vector`` or
+    ``hybrid`` (see :mod:`memlab.session.retrievers`). ``min_similarity``: the
+    cosine floor of ``vector`` and ``hybrid`` (a turn below it is no match).
     """
 
     abandon_after_seconds: float = Field(1800.0, gt=0.0, allow_inf_nan=False)
     default_session_id: str = "default_session"
     distill_max_batches_per_run: int = Field(10, ge=0, le=MAX_DISTILL_BATCHES)
+    #: record each session-scoped call's tokens and cost in session_records (``MEMLAB_USAGE_TRACKING``)
+    track_usage: bool = True
+    retriever: str = "keyword"
+    min_similarity: float = Field(0.3, gt=0.0, le=1.0, allow_inf_nan=False)
+
+    @field_validator("retriever")
+    @classmethod
+    def _known_retriever(cls, value: str) -> str:
+        return _choice("session retriever", value, SESSION_RETRIEVERS)
 
 
 class AnalysisConfig(_Section):
@@ -290,6 +315,8 @@ class LLMConfig(_Section):
     model: str = "memlab/offline"
     api_key: Optional[SecretStr] = None
     offline_latency_ms: float = Field(0.0, ge=0.0, le=MAX_SECONDS * 1000, allow_inf_nan=False)
+    #: charge calls at this litellm model's price (``LLM_PRICE_AS``; what-if costs of offline runs); None: the model's own
+    price_as: Optional[str] = None
 
     @field_validator("model")
     @classmethod
@@ -475,6 +502,7 @@ class _EnvSettings(BaseSettings):
     session_distill_max_batches_per_run: _Whole = Field(
         None, ge=0, le=MAX_DISTILL_BATCHES, validation_alias="IMPROVE_DISTILL_MAX_BATCHES_PER_RUN"
     )
+    session_retriever: _Name = Field(None, validation_alias="SESSION_RETRIEVER")
     analysis_search_mode: _Name = Field(None, validation_alias="SESSION_SEARCH_MODE")
     analysis_auto_feedback: _Flag = Field(None, validation_alias="AUTO_FEEDBACK")
     analysis_timeout_seconds: _Number = Field(
@@ -486,6 +514,8 @@ class _EnvSettings(BaseSettings):
     llm_offline_latency_ms: _Number = Field(
         None, ge=0.0, le=MAX_SECONDS * 1000, allow_inf_nan=False, validation_alias="MEMLAB_OFFLINE_LATENCY_MS"
     )
+    llm_price_as: Optional[str] = Field(None, validation_alias="LLM_PRICE_AS")
+    session_track_usage: _Flag = Field(None, validation_alias="MEMLAB_USAGE_TRACKING")
     embedding_model: Optional[str] = Field(None, validation_alias="EMBEDDING_MODEL")
     embedding_api_key: Optional[SecretStr] = Field(None, validation_alias="EMBEDDING_API_KEY")
     graph_chunk_size: _Whole = Field(None, ge=16, le=MAX_CHUNK_TOKENS, validation_alias="MEMLAB_CHUNK_SIZE")
@@ -703,6 +733,7 @@ def build_llm_client(config: StackConfig):
         llm.model,
         api_key=llm.api_key.get_secret_value() if llm.api_key else None,
         offline_latency_ms=llm.offline_latency_ms,
+        price_as=llm.price_as,
     )
 
 
@@ -722,6 +753,21 @@ def build_merge_policy(config: StackConfig):
     """The merge policy ``merge.policy`` names."""
     cls = _load(MERGE_POLICIES[config.merge.policy])
     return cls(k=config.merge.rrf_k) if config.merge.policy == "rrf" else cls()
+
+
+def build_session_retriever(config: StackConfig, embedder: Any = None):
+    """The session retriever ``session.retriever`` names (see :mod:`memlab.session.retrievers`).
+
+    ``embedder`` is the stack's :class:`~memlab.embeddings.Embedder`, or a zero-argument
+    callable returning it (resolved on the first search); a retriever that embeds
+    (``vector``, ``hybrid``) gets it, and without one builds its own from the config
+    (:func:`build_embedder`).
+    """
+    session = config.session
+    cls = _load(SESSION_RETRIEVERS[session.retriever])
+    if not getattr(cls, "needs_embedder", False):
+        return cls()
+    return cls(embedder if embedder is not None else build_embedder(config), min_similarity=session.min_similarity)
 
 
 def build_analysis_mode(config: StackConfig):

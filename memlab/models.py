@@ -23,6 +23,8 @@ __all__ = [
     "ForgetResult",
     "GraphRecallResponse",
     "ImproveResult",
+    "ModelCost",
+    "ModelUsage",
     "PipelineRun",
     "RecallResponse",
     "RememberResult",
@@ -32,9 +34,12 @@ __all__ = [
     "SessionQAEntry",
     "SessionCleanup",
     "SessionRecallResponse",
+    "SessionPage",
     "SessionRecord",
+    "SessionUsage",
     "SkillRecallResponse",
     "SystemRecallResponse",
+    "UsageStats",
     "User",
     "QA_SECTIONS",
     "AGENT_SECTIONS",
@@ -271,6 +276,93 @@ class SessionRecord(BaseModel):
     ended_at: Optional[datetime] = None
 
 
+class ModelUsage(BaseModel):
+    """One model's usage in one session: calls, tokens, cost (None: unpriced, the model is not in litellm's cost map).
+
+    ``usage_source`` says where the token figures came from: ``provider`` (reported by
+    the provider), ``tokenizer`` (litellm's ``token_counter``), ``estimate``
+    (``max(1, len // 4)``), or ``mixed`` when calls differed.
+    """
+
+    model: str
+    kind: Literal["llm", "embedding"]
+    calls: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: Optional[float] = None
+    priced: bool
+    usage_source: Literal["provider", "tokenizer", "estimate", "mixed"]
+    updated_at: datetime
+
+
+class SessionUsage(BaseModel):
+    """A session's lifecycle and usage (``session_records``), as read: ``effective_status`` is ``abandoned``
+    for a ``running`` session idle longer than ``SESSION_ABANDON_AFTER_SECONDS`` (computed, never stored).
+
+    ``tokens_in`` / ``tokens_out`` count every LLM call; ``cost_usd`` the priced ones;
+    ``unpriced_tokens_in`` / ``unpriced_tokens_out`` the tokens of calls to unpriced
+    models (never a silent $0); ``models`` is filled by ``stack.usage.get()``.
+    """
+
+    session_id: str
+    user_id: uuid.UUID
+    dataset_id: Optional[uuid.UUID] = None
+    status: Literal["running", "completed", "failed"]
+    effective_status: Literal["running", "completed", "failed", "abandoned"]
+    started_at: datetime
+    last_activity_at: datetime
+    ended_at: Optional[datetime] = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    unpriced_tokens_in: int = 0
+    unpriced_tokens_out: int = 0
+    embedding_tokens: int = 0
+    embedding_cost_usd: float = 0.0
+    error_count: int = 0
+    last_model: Optional[str] = None
+    models: list[ModelUsage] = Field(default_factory=list)
+
+
+class SessionPage(BaseModel):
+    """One page of ``stack.usage.list_sessions()``: ``total`` visible sessions, ``has_more = offset + len(items) < total``."""
+
+    items: list[SessionUsage]
+    total: int
+    has_more: bool
+    limit: int
+    offset: int
+
+
+class UsageStats(BaseModel):
+    """Totals over the visible sessions active in ``range`` (``24h`` | ``7d`` | ``30d`` | ``all``)."""
+
+    range: str
+    sessions: int
+    by_status: dict[str, int]
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    unpriced_tokens_in: int
+    unpriced_tokens_out: int
+    embedding_tokens: int
+    embedding_cost_usd: float
+    error_count: int
+
+
+class ModelCost(BaseModel):
+    """One model's totals over the visible sessions active in a range; ``cost_usd`` None for an unpriced model."""
+
+    model: str
+    kind: Literal["llm", "embedding"]
+    sessions: int
+    calls: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: Optional[float] = None
+    priced: bool
+
+
 class SessionCleanup(BaseModel):
     """What a delete removed from one cached session.
 
@@ -415,11 +507,18 @@ class RecallResponse(BaseModel):
 
 
 class SessionRecallResponse(RecallResponse):
-    """A session turn matched by keyword recall; ``matched_tokens`` counts shared query tokens."""
+    """A session turn found by recall's session lane.
+
+    ``matched_tokens`` counts the distinct query tokens the turn shares, whatever
+    ranked it; ``score`` is the session retriever's score (higher is better):
+    the same count for ``keyword``, the BM25 score for ``bm25``, the cosine
+    similarity for ``vector``, the fused RRF score for ``hybrid``.
+    """
 
     source: Literal["session"] = "session"
     session_id: str
     matched_tokens: int
+    score: Optional[float] = None
     time: str
     question: str
     context: str

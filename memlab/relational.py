@@ -1,12 +1,14 @@
 """memlab's own metadata database: ``{data_root}/memlab.db``.
 
 Users, datasets, dataset permissions, documents (``data``, with their text so a
-dataset can be re-cognified), ``pipeline_runs`` and ``session_records`` (one row
-per (session, user): the dataset the session is attributed to, its status and
-activity times; touched on every stored turn). Small tables; the same inline SQLite runner as the cache. New tables are created on
-open (``create_all`` inside one ``BEGIN IMMEDIATE`` transaction, so many processes
-opening a fresh data root at once serialise on it), and an older memlab.db gains
-them in place.
+dataset can be re-cognified), ``pipeline_runs``, ``session_records`` (one row per
+(session, user): the dataset the session is attributed to, its status, activity
+times and usage counters; touched on every stored turn), ``session_model_usage``
+(per model) and ``api_keys``. Small tables; the same inline SQLite runner as the
+cache. The schema is Alembic-managed (:data:`memlab.migrations.METADATA`): a fresh
+database is created at head inside one ``BEGIN IMMEDIATE`` transaction (so many
+processes opening a fresh data root at once serialise on it), and an older
+memlab.db is adopted and upgraded in place on open.
 """
 
 from __future__ import annotations
@@ -17,25 +19,20 @@ from pathlib import Path
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
 from sqlalchemy import (
-    Boolean,
-    Column,
-    Float,
-    ForeignKey,
-    Index,
-    Integer,
-    MetaData,
     String,
-    Table,
     Text,
     bindparam,
     delete,
+    and_,
+    case,
     exists,
     func,
     or_,
     select,
+    union,
     update,
 )
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -43,8 +40,21 @@ from sqlalchemy.sql import ClauseElement
 
 from memlab._sqlrun import DB, SQLiteRunner, is_integrity_error
 from memlab.exceptions import StackStateError, ValidationError
-from memlab.migrations import exclusive
-from memlab.models import DataRecord, Dataset, PipelineRun, SessionRecord, User
+from memlab.metadata_tables import (
+    api_keys,
+    data,
+    dataset_permissions,
+    datasets,
+    pipeline_runs,
+    session_model_usage,
+    session_records,
+    users,
+)
+from memlab.migrations import METADATA, upgrade_connection
+from memlab.models import DataRecord, Dataset, ModelUsage, PipelineRun, SessionRecord, SessionUsage, User
+
+if TYPE_CHECKING:
+    from memlab.llm import CallUsage
 
 T = TypeVar("T")
 
@@ -52,90 +62,6 @@ T = TypeVar("T")
 ADD_PIPELINE = "add_pipeline"
 #: ``pipeline_runs.pipeline_name`` of the step that builds a dataset's graph
 COGNIFY_PIPELINE = "cognify_pipeline"
-
-metadata = MetaData()
-
-users = Table(
-    "users",
-    metadata,
-    Column("id", String(36), primary_key=True),
-    Column("name", String(255), nullable=False),
-    Column("parent_user_id", String(36), ForeignKey("users.id"), nullable=True),
-    Column("is_default", Boolean, nullable=False, default=False),
-    Column("created_at", String(40), nullable=False),
-)
-# at most one default user, even when two processes race to create it
-Index("ux_users_default", users.c.is_default, unique=True, sqlite_where=users.c.is_default.is_(True))
-
-datasets = Table(
-    "datasets",
-    metadata,
-    Column("id", String(36), primary_key=True),
-    Column("name", String(255), nullable=False),
-    Column("owner_id", String(36), ForeignKey("users.id"), nullable=False),
-    Column("created_at", String(40), nullable=False),
-    Index("ux_datasets_owner_name", "owner_id", "name", unique=True),
-)
-
-dataset_permissions = Table(
-    "dataset_permissions",
-    metadata,
-    Column("dataset_id", String(36), ForeignKey("datasets.id"), primary_key=True),
-    Column("user_id", String(36), ForeignKey("users.id"), primary_key=True),
-    Column("permission", String(16), primary_key=True),
-)
-
-data = Table(
-    "data",
-    metadata,
-    Column("id", String(36), primary_key=True),
-    Column("dataset_id", String(36), ForeignKey("datasets.id"), nullable=False),
-    Column("name", String(255), nullable=False),
-    Column("source", Text, nullable=True),
-    Column("extension", String(16), nullable=False),
-    Column("content_hash", String(64), nullable=False),
-    Column("size_bytes", Integer, nullable=False),
-    Column("tags", Text, nullable=False),
-    Column("text", Text, nullable=False),
-    Column("created_at", String(40), nullable=False),
-    Index("ux_data_dataset_hash", "dataset_id", "content_hash", unique=True),
-)
-
-pipeline_runs = Table(
-    "pipeline_runs",
-    metadata,
-    Column("id", String(36), primary_key=True),
-    Column("dataset_id", String(36), nullable=False),
-    Column("pipeline_name", String(64), nullable=False),
-    Column("status", String(16), nullable=False),
-    Column("error_class", String(255), nullable=True),
-    Column("error_message", Text, nullable=True),
-    Column("data_count", Integer, nullable=False),
-    Column("started_at", String(40), nullable=False),
-    Column("finished_at", String(40), nullable=True),
-    Index("ix_pipeline_runs_dataset", "dataset_id", "started_at"),
-)
-
-session_records = Table(
-    "session_records",
-    metadata,
-    Column("session_id", String(255), primary_key=True),
-    Column("user_id", String(36), primary_key=True),
-    Column("dataset_id", String(36), nullable=True),
-    Column("agent_id", String(36), nullable=True),
-    Column("status", String(16), nullable=False, default="running"),
-    Column("started_at", String(40), nullable=False),
-    Column("last_activity_at", String(40), nullable=False),
-    Column("ended_at", String(40), nullable=True),
-    Column("tokens_in", Integer, nullable=False, default=0),
-    Column("tokens_out", Integer, nullable=False, default=0),
-    Column("cost_usd", Float, nullable=False, default=0.0),
-    Column("embedding_tokens", Integer, nullable=False, default=0),
-    Column("embedding_cost_usd", Float, nullable=False, default=0.0),
-    Column("error_count", Integer, nullable=False, default=0),
-    Column("last_model", Text, nullable=True),
-    Index("ix_session_records_dataset", "dataset_id"),
-)
 
 _USER_COLS = (users.c.id, users.c.name, users.c.parent_user_id, users.c.is_default, users.c.created_at)
 _DATASET_COLS = (datasets.c.id, datasets.c.name, datasets.c.owner_id, datasets.c.created_at)
@@ -173,6 +99,8 @@ _touch = sqlite_insert(session_records).values(
     embedding_tokens=0,
     embedding_cost_usd=0.0,
     error_count=0,
+    unpriced_tokens_in=0,
+    unpriced_tokens_out=0,
 )
 #: content hashes per ``data_by_hashes`` query (statements are compiled once, so the IN list has a fixed size)
 _HASH_CHUNK = 100
@@ -280,7 +208,180 @@ STATEMENTS: dict[str, ClauseElement] = {
     "sessions_of_user": select(*_RECORD_COLS)
     .where(session_records.c.user_id == bindparam("user_id"))
     .order_by(session_records.c.started_at, session_records.c.session_id),
+    # API keys (memlab.users): only the SHA-256 of a key is stored, and a key is found by that hash
+    "users_by_name": select(*_USER_COLS).where(users.c.name == bindparam("name")).order_by(users.c.created_at, users.c.id),
+    "api_key_insert": api_keys.insert().values(
+        id=bindparam("id"),
+        user_id=bindparam("user_id"),
+        key_hash=bindparam("key_hash"),
+        prefix=bindparam("prefix"),
+        created_at=bindparam("created_at"),
+    ),
+    "api_key_user": select(*_USER_COLS)
+    .join(api_keys, api_keys.c.user_id == users.c.id)
+    .where(api_keys.c.key_hash == bindparam("key_hash"), api_keys.c.revoked_at.is_(None)),
+    "api_key_revoke": update(api_keys)
+    .where(api_keys.c.key_hash == bindparam("key_hash"), api_keys.c.revoked_at.is_(None))
+    .values(revoked_at=bindparam("revoked_at")),
 }
+
+
+# -- session usage (memlab.usage) ---------------------------------------------------------
+#: columns a session list may be ordered by (``stack.usage.list_sessions(order_by=...)``)
+SESSION_ORDER_COLUMNS = ("last_activity_at", "started_at", "ended_at", "cost_usd", "tokens_in", "tokens_out")
+_USAGE_COLS = (
+    *_RECORD_COLS,
+    session_records.c.tokens_in,
+    session_records.c.tokens_out,
+    session_records.c.cost_usd,
+    session_records.c.unpriced_tokens_in,
+    session_records.c.unpriced_tokens_out,
+    session_records.c.embedding_tokens,
+    session_records.c.embedding_cost_usd,
+    session_records.c.error_count,
+    session_records.c.last_model,
+)
+#: ``running`` older than the cutoff reads as ``abandoned`` (computed, never stored; strict ``<``)
+_effective = case(
+    (and_(session_records.c.status == "running", session_records.c.last_activity_at < bindparam("cutoff")), "abandoned"),
+    else_=session_records.c.status,
+)
+_readable = union(
+    select(datasets.c.id).where(datasets.c.owner_id.in_([bindparam("caller"), bindparam("parent")])),
+    select(dataset_permissions.c.dataset_id).where(
+        dataset_permissions.c.user_id.in_([bindparam("caller"), bindparam("parent")]), dataset_permissions.c.permission == "read"
+    ),
+)
+#: the seed's visibility: the caller's sessions, its agents' (parent_user_id = caller), sessions of datasets it may read
+_visible = or_(
+    session_records.c.user_id == bindparam("caller"),
+    session_records.c.user_id.in_(select(users.c.id).where(users.c.parent_user_id == bindparam("caller"))),
+    session_records.c.dataset_id.in_(_readable),
+)
+_listed = and_(_visible, or_(bindparam("status", type_=String) .is_(None), _effective == bindparam("status", type_=String)))
+_active = session_records.c.last_activity_at >= bindparam("since")
+
+
+def _listing(column: str, descending: bool) -> ClauseElement:
+    order = getattr(session_records.c, column)
+    order = order.desc() if descending else order.asc()
+    tie = session_records.c.session_id.desc() if descending else session_records.c.session_id.asc()
+    return select(*_USAGE_COLS, _effective).where(_listed).order_by(order, tie).limit(bindparam("limit")).offset(bindparam("offset"))
+
+
+_by_status = {status: func.sum(case((_effective == status, 1), else_=0)) for status in ("running", "completed", "failed", "abandoned")}
+_sums = (
+    session_records.c.tokens_in,
+    session_records.c.tokens_out,
+    session_records.c.cost_usd,
+    session_records.c.unpriced_tokens_in,
+    session_records.c.unpriced_tokens_out,
+    session_records.c.embedding_tokens,
+    session_records.c.embedding_cost_usd,
+    session_records.c.error_count,
+)
+_model_cols = (
+    session_model_usage.c.model,
+    session_model_usage.c.kind,
+    session_model_usage.c.calls,
+    session_model_usage.c.tokens_in,
+    session_model_usage.c.tokens_out,
+    session_model_usage.c.cost_usd,
+    session_model_usage.c.usage_source,
+    session_model_usage.c.updated_at,
+)
+_usage_upsert = sqlite_insert(session_model_usage).values(
+    session_id=bindparam("session_id"),
+    user_id=bindparam("user_id"),
+    model=bindparam("model"),
+    kind=bindparam("kind"),
+    calls=bindparam("calls"),
+    tokens_in=bindparam("tokens_in"),
+    tokens_out=bindparam("tokens_out"),
+    cost_usd=bindparam("cost_usd"),
+    usage_source=bindparam("usage_source"),
+    updated_at=bindparam("now"),
+)
+_joined = session_model_usage.join(
+    session_records,
+    and_(session_model_usage.c.session_id == session_records.c.session_id, session_model_usage.c.user_id == session_records.c.user_id),
+)
+
+STATEMENTS.update(
+    {
+        f"usage_list_{column}_{'desc' if descending else 'asc'}": _listing(column, descending)
+        for column in SESSION_ORDER_COLUMNS
+        for descending in (True, False)
+    }
+)
+STATEMENTS.update(
+    {
+        "usage_count": select(func.count()).select_from(session_records).where(_listed),
+        "usage_get": select(*_USAGE_COLS, _effective)
+        .where(session_records.c.session_id == bindparam("session_id"), _visible)
+        .order_by(
+            case((session_records.c.user_id == bindparam("caller"), 0), else_=1),
+            session_records.c.last_activity_at.desc(),
+            session_records.c.user_id,
+        )
+        .limit(1),
+        "usage_models": select(*_model_cols)
+        .where(session_model_usage.c.session_id == bindparam("session_id"), session_model_usage.c.user_id == bindparam("user_id"))
+        .order_by(session_model_usage.c.kind, session_model_usage.c.model),
+        "usage_stats": select(func.count(), *(func.coalesce(func.sum(column), 0) for column in _sums), *_by_status.values())
+        .select_from(session_records)
+        .where(_visible, _active),
+        "usage_cost_by_model": select(
+            session_model_usage.c.model,
+            session_model_usage.c.kind,
+            func.count(),
+            func.sum(session_model_usage.c.calls),
+            func.sum(session_model_usage.c.tokens_in),
+            func.sum(session_model_usage.c.tokens_out),
+            func.sum(session_model_usage.c.cost_usd),
+            func.count(session_model_usage.c.cost_usd),
+        )
+        .select_from(_joined)
+        .where(_visible, _active)
+        .group_by(session_model_usage.c.model, session_model_usage.c.kind)
+        .order_by(session_model_usage.c.kind, session_model_usage.c.model),
+        # counters move only on a running row (a terminal row is frozen); the per-model row is not gated (SPEC §8)
+        "usage_accumulate": update(session_records)
+        .where(
+            session_records.c.session_id == bindparam("session_id"),
+            session_records.c.user_id == bindparam("user_id"),
+            session_records.c.status == "running",
+        )
+        .values(
+            tokens_in=session_records.c.tokens_in + bindparam("add_in"),
+            tokens_out=session_records.c.tokens_out + bindparam("add_out"),
+            cost_usd=session_records.c.cost_usd + bindparam("add_cost"),
+            unpriced_tokens_in=session_records.c.unpriced_tokens_in + bindparam("add_unpriced_in"),
+            unpriced_tokens_out=session_records.c.unpriced_tokens_out + bindparam("add_unpriced_out"),
+            embedding_tokens=session_records.c.embedding_tokens + bindparam("add_embedding"),
+            embedding_cost_usd=session_records.c.embedding_cost_usd + bindparam("add_embedding_cost"),
+            error_count=session_records.c.error_count + bindparam("add_errors"),
+            last_model=func.coalesce(bindparam("model", type_=Text), session_records.c.last_model),
+        ),
+        "usage_model_upsert": _usage_upsert.on_conflict_do_update(
+            index_elements=[session_model_usage.c.session_id, session_model_usage.c.user_id, session_model_usage.c.model, session_model_usage.c.kind],
+            set_={
+                "calls": session_model_usage.c.calls + _usage_upsert.excluded.calls,
+                "tokens_in": session_model_usage.c.tokens_in + _usage_upsert.excluded.tokens_in,
+                "tokens_out": session_model_usage.c.tokens_out + _usage_upsert.excluded.tokens_out,
+                "cost_usd": session_model_usage.c.cost_usd + _usage_upsert.excluded.cost_usd,
+                "usage_source": case(
+                    (session_model_usage.c.usage_source == _usage_upsert.excluded.usage_source, session_model_usage.c.usage_source),
+                    else_="mixed",
+                ),
+                "updated_at": _usage_upsert.excluded.updated_at,
+            },
+        ),
+        "session_end": update(session_records)
+        .where(session_records.c.session_id == bindparam("session_id"), session_records.c.user_id == bindparam("user_id"))
+        .values(status=bindparam("new_status"), ended_at=bindparam("now")),
+    }
+)
 
 
 def _when(value: str) -> datetime:
@@ -342,6 +443,47 @@ def _record(row) -> SessionRecord:
     )
 
 
+def _visibility(caller: User, cutoff: str) -> dict[str, str]:
+    """The bind parameters of the visibility rule: the caller, the parent it acts for (itself when none), the abandon cutoff."""
+    return {"caller": str(caller.id), "parent": str(caller.parent_user_id or caller.id), "cutoff": cutoff}
+
+
+def _usage(row) -> SessionUsage:
+    return SessionUsage(
+        session_id=row[0],
+        user_id=uuid.UUID(row[1]),
+        dataset_id=uuid.UUID(row[2]) if row[2] else None,
+        status=row[3],
+        started_at=_when(row[4]),
+        last_activity_at=_when(row[5]),
+        ended_at=_when(row[6]) if row[6] else None,
+        tokens_in=row[7],
+        tokens_out=row[8],
+        cost_usd=row[9],
+        unpriced_tokens_in=row[10],
+        unpriced_tokens_out=row[11],
+        embedding_tokens=row[12],
+        embedding_cost_usd=row[13],
+        error_count=row[14],
+        last_model=row[15],
+        effective_status=row[16],
+    )
+
+
+def _model_usage(row) -> ModelUsage:
+    return ModelUsage(
+        model=row[0],
+        kind=row[1],
+        calls=row[2],
+        tokens_in=row[3],
+        tokens_out=row[4],
+        cost_usd=row[5],
+        priced=row[5] is not None,
+        usage_source=row[6],
+        updated_at=_when(row[7]),
+    )
+
+
 class BuildState(NamedTuple):
     """A dataset's document count, whether it has any run, any completed build, and its latest build run."""
 
@@ -356,9 +498,8 @@ NewData = tuple[uuid.UUID, str, "str | None", str, str, int, str]
 
 
 def _create_schema(connection) -> None:
-    """Create the missing tables under the database's write lock, so processes opening a fresh root at once never race."""
-    with exclusive(connection):
-        metadata.create_all(connection, checkfirst=True)
+    """Bring the schema to head (:data:`memlab.migrations.METADATA`), under the database's write lock."""
+    upgrade_connection(connection, lineage=METADATA)
 
 
 class RelationalStore:
@@ -567,6 +708,131 @@ class RelationalStore:
         """The sessions recorded for ``user_id``, oldest first."""
         rows = await self._run(lambda db: db.rows("sessions_of_user", user_id=str(user_id)), write=False)
         return [_record(row) for row in rows]
+
+    # session usage (memlab.usage)
+    async def record_usage(self, user_id: uuid.UUID, session_id: str, dataset_id: uuid.UUID | None, calls: Sequence["CallUsage"]) -> None:
+        """Add ``calls`` to the session's record and its per-model rows, in one transaction.
+
+        The record is created (``running``) when missing; its counters move only while
+        it is ``running`` (a terminal row is frozen), the per-model rows always.
+        """
+        now = self.clock.now().isoformat()
+        user, dataset = str(user_id), str(dataset_id) if dataset_id else None
+        llm = [call for call in calls if call.kind == "llm"]
+        embedding = [call for call in calls if call.kind == "embedding"]
+        totals = {
+            "add_in": sum(call.tokens_in for call in llm),
+            "add_out": sum(call.tokens_out for call in llm),
+            "add_cost": sum(call.cost_usd for call in llm if call.cost_usd is not None),
+            "add_unpriced_in": sum(call.tokens_in for call in llm if call.cost_usd is None),
+            "add_unpriced_out": sum(call.tokens_out for call in llm if call.cost_usd is None),
+            "add_embedding": sum(call.tokens_in for call in embedding),
+            "add_embedding_cost": sum(call.cost_usd for call in embedding if call.cost_usd is not None),
+            "add_errors": sum(1 for call in calls if call.error),
+            "model": llm[-1].model if llm else None,
+        }
+        per_model: dict[tuple[str, str], list["CallUsage"]] = {}
+        for call in calls:
+            per_model.setdefault((call.model, call.kind), []).append(call)
+
+        def work(db: DB) -> None:
+            db.run("session_touch", session_id=session_id, user_id=user, dataset_id=dataset, now=now)
+            db.run("usage_accumulate", session_id=session_id, user_id=user, **totals)
+            for (model, kind), group in per_model.items():
+                sources = {call.source for call in group}
+                priced = [call.cost_usd for call in group if call.cost_usd is not None]
+                db.run(
+                    "usage_model_upsert",
+                    session_id=session_id,
+                    user_id=user,
+                    model=model,
+                    kind=kind,
+                    calls=len(group),
+                    tokens_in=sum(call.tokens_in for call in group),
+                    tokens_out=sum(call.tokens_out for call in group),
+                    cost_usd=sum(priced) if len(priced) == len(group) else None,
+                    usage_source=sources.pop() if len(sources) == 1 else "mixed",
+                    now=now,
+                )
+
+        await self._run(work, write=True)
+
+    async def end_session(self, user_id: uuid.UUID, session_id: str, status: str) -> bool:
+        """Mark the session ``completed`` / ``failed`` with ``ended_at`` now; False when it has no record."""
+        now = self.clock.now().isoformat()
+        changed = await self._run(
+            lambda db: db.run("session_end", session_id=session_id, user_id=str(user_id), new_status=status, now=now), write=True
+        )
+        return changed > 0
+
+    async def usage_page(
+        self, caller: User, *, status: str | None, order_by: str, descending: bool, limit: int, offset: int, cutoff: str
+    ) -> tuple[list[SessionUsage], int]:
+        """One page of the sessions visible to ``caller`` and their total count (see :mod:`memlab.usage`)."""
+        seen = _visibility(caller, cutoff) | {"status": status}
+        name = f"usage_list_{order_by}_{'desc' if descending else 'asc'}"
+
+        def work(db: DB) -> tuple[list[SessionUsage], int]:
+            rows = db.rows(name, limit=limit, offset=offset, **seen)
+            total = cast(tuple, db.first("usage_count", **seen))[0]
+            return [_usage(row) for row in rows], total
+
+        return await self._run(work, write=False)
+
+    async def usage_of(self, caller: User, session_id: str, cutoff: str) -> SessionUsage | None:
+        """The visible session called ``session_id`` (the caller's own first, then the most recently active), with its models."""
+        seen = _visibility(caller, cutoff)
+
+        def work(db: DB) -> SessionUsage | None:
+            row = db.first("usage_get", session_id=session_id, **seen)
+            if row is None:
+                return None
+            found = _usage(row)
+            found.models = [_model_usage(model) for model in db.rows("usage_models", session_id=session_id, user_id=row[1])]
+            return found
+
+        return await self._run(work, write=False)
+
+    async def usage_models(self, session_id: str, user_id: uuid.UUID) -> list[ModelUsage]:
+        """The per-model rows of (session, user), llm first."""
+        rows = await self._run(lambda db: db.rows("usage_models", session_id=session_id, user_id=str(user_id)), write=False)
+        return [_model_usage(row) for row in rows]
+
+    async def usage_stats(self, caller: User, since: str, cutoff: str) -> tuple:
+        """``(sessions, token and cost sums..., per-status counts...)`` over the visible sessions active since ``since``."""
+        return cast(tuple, await self._run(lambda db: db.first("usage_stats", since=since, **_visibility(caller, cutoff)), write=False))
+
+    async def usage_cost_by_model(self, caller: User, since: str, cutoff: str) -> list[tuple]:
+        """``(model, kind, sessions, calls, tokens in, tokens out, priced cost sum, priced rows)`` per model."""
+        return await self._run(lambda db: db.rows("usage_cost_by_model", since=since, **_visibility(caller, cutoff)), write=False)
+
+    # API keys
+    async def users_by_name(self, name: str) -> list[User]:
+        """Every user called ``name`` (names are not unique), oldest first."""
+        rows = await self._run(lambda db: db.rows("users_by_name", name=name), write=False)
+        return [_user(row) for row in rows]
+
+    async def insert_api_key(self, user_id: uuid.UUID, key_hash: str, prefix: str) -> None:
+        """Store an API key of ``user_id`` by its SHA-256 hex digest and its displayable ``prefix``."""
+        created = self.clock.now().isoformat()
+
+        def work(db: DB) -> None:
+            if db.first("user_by_id", id=str(user_id)) is None:
+                raise ValidationError(f"user {user_id} does not exist")
+            db.run("api_key_insert", id=str(uuid.uuid4()), user_id=str(user_id), key_hash=key_hash, prefix=prefix, created_at=created)
+
+        await self._run(work, write=True)
+
+    async def user_for_api_key_hash(self, key_hash: str) -> User | None:
+        """The user owning the unrevoked key whose SHA-256 hex digest is ``key_hash``, or None."""
+        row = await self._run(lambda db: db.first("api_key_user", key_hash=key_hash), write=False)
+        return _user(row) if row else None
+
+    async def revoke_api_key_hash(self, key_hash: str) -> bool:
+        """Revoke the key with that hash; False when no unrevoked key has it."""
+        revoked = self.clock.now().isoformat()
+        count = await self._run(lambda db: db.run("api_key_revoke", key_hash=key_hash, revoked_at=revoked), write=True)
+        return count > 0
 
     # pipeline runs
     async def start_run(self, dataset_id: uuid.UUID, pipeline_name: str, data_count: int) -> PipelineRun:

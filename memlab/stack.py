@@ -23,6 +23,7 @@ from memlab.config import (
     build_embedder,
     build_llm_client,
     build_merge_policy,
+    build_session_retriever,
 )
 from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import ConfigError, MemlabError, StackStateError
@@ -35,6 +36,7 @@ from memlab.provenance import SessionCleaner
 from memlab.relational import RelationalStore
 from memlab.retrievers import Retrievers
 from memlab.session import SessionAPI, SessionManager
+from memlab.usage import UsageAPI, UsageRecorder
 from memlab.users import Users
 
 if TYPE_CHECKING:
@@ -69,28 +71,47 @@ class MemoryStack:
         self.lifecycle = Lifecycle()
         self.cache = build_cache_backend(config, self.clock)
         self._relational = RelationalStore(Path(config.data_root) / "memlab.db", self.clock)
+        self.embedder = build_embedder(config)  # loads nothing until its first use
         self.session_manager = SessionManager(
             self.cache,
             default_session_id=config.session.default_session_id,
             lifecycle=self.lifecycle,
             clock=self.clock,
             activity=self._relational.touch_session,
+            retriever=build_session_retriever(config, self.embedder),
         )
         self.users = Users(self._relational)
         self.datasets = Datasets(self._relational, self.users, self._memory)
         self.llm = build_llm_client(config)
         self.analysis = build_analysis_mode(config)
         self.merge = build_merge_policy(config)
-        self.embedder = build_embedder(config)
         self.retrievers = Retrievers()
         self._cleaner = SessionCleaner(self.cache, self._relational, default_session_id=config.session.default_session_id)
         self._forgetting = ForgetFlow(
             users=self.users, datasets=self.datasets, store=self._relational, memory=self._memory, cleaner=self._cleaner
         )
-        self._distilling = DistillFlow(
-            users=self.users, datasets=self.datasets, sessions=self.session_manager, memory=self._memory, llm=self.llm, config=config.session
+        self._usage_recorder = UsageRecorder(self._relational, enabled=config.session.track_usage)
+        #: sessions' usage and cost, with the seed's visibility rules (:mod:`memlab.usage`)
+        self.usage = UsageAPI(
+            self._relational, self.users, self.clock, abandon_after_seconds=config.session.abandon_after_seconds, recorder=self._usage_recorder
         )
-        self.session = SessionAPI(self.users, self.datasets, self.session_manager, self.lifecycle, distiller=self._distilling.distill)
+        self._distilling = DistillFlow(
+            users=self.users,
+            datasets=self.datasets,
+            sessions=self.session_manager,
+            memory=self._memory,
+            llm=self.llm,
+            config=config.session,
+            usage=self._usage_recorder,
+        )
+        self.session = SessionAPI(
+            self.users,
+            self.datasets,
+            self.session_manager,
+            self.lifecycle,
+            distiller=self._distilling.distill,
+            ender=self._relational.end_session,
+        )
         self._remembering = RememberFlows(
             users=self.users,
             datasets=self.datasets,
@@ -140,9 +161,10 @@ class MemoryStack:
             memory=self._memory,
             llm=self.llm,
             retrievers=self.retrievers,
-            turns=TurnRunner(self.session_manager, self.analysis, self.merge, self.llm),
+            turns=TurnRunner(self.session_manager, self.analysis, self.merge, self.llm, usage=self._usage_recorder),
             warmup=WarmupProbe(self._relational, self.clock, threshold=recall.warmup_threshold, cache_ttl=recall.warmup_cache_ttl_seconds),
             config=recall,
+            usage=self._usage_recorder,
         )
 
     @classmethod
@@ -318,6 +340,7 @@ class MemoryStack:
         user: Any = None,
         only_context: bool = False,
         response_model: Any = None,
+        distinct: str | None = None,
     ) -> list[RecallResponse]:
         """Search memory: the session, the graph, or both (SPEC §9; see :mod:`memlab.flows.recall`).
 
@@ -330,7 +353,8 @@ class MemoryStack:
         that was never built (or whose build failed) answers with one
         ``SystemRecallResponse`` marker when it is the only source. ``datasets`` /
         ``dataset_ids`` the user cannot read raise ``PermissionDeniedError``. An
-        empty query returns ``[]``.
+        empty query returns ``[]``. ``distinct="data_id"``: one result per source
+        document from ``CHUNKS``, ``SUMMARIES`` and ``CHUNKS_LEXICAL`` (ignored by other types).
         """
         self._require_open()
         return await self._flows.recall(
@@ -345,6 +369,7 @@ class MemoryStack:
             user=user,
             only_context=only_context,
             response_model=response_model,
+            distinct=distinct,
         )
 
     async def search(
@@ -357,6 +382,7 @@ class MemoryStack:
         top_k: int = 15,
         user: Any = None,
         only_context: bool = False,
+        distinct: str | None = None,
     ) -> list[RecallResponse]:
         """One search type over the graph, session-aware for completion types.
 
@@ -369,7 +395,8 @@ class MemoryStack:
         """
         self._require_open()
         return await self._flows.search(
-            query_text, query_type, session_id=session_id, datasets=datasets, top_k=top_k, user=user, only_context=only_context
+            query_text, query_type, session_id=session_id, datasets=datasets, top_k=top_k, user=user, only_context=only_context,
+            distinct=distinct,
         )
 
     async def prune(self, *, cache: bool = True) -> None:
@@ -383,5 +410,5 @@ class MemoryStack:
         """pandas exports of this stack (pandas is imported on first use)."""
         from memlab.frames import Frames
 
-        return Frames(self.session, self.session_manager, self.datasets, self._memory, self.recall)
+        return Frames(self.session, self.session_manager, self.datasets, self._memory, self.recall, self.usage)
 

@@ -271,3 +271,84 @@ async def test_run_migrations_without_url_uses_the_environment(tmp_path, monkeyp
     monkeypatch.setenv("CACHE_BACKEND", "redis")
     with pytest.raises(memlab.ConfigError, match="not a SQL backend"):
         await memlab.run_migrations()
+
+
+# -- the metadata lineage (memlab.db) ------------------------------------------------
+
+
+async def _metadata_to(path, revision: str) -> str:
+    from memlab._sqlrun import SQLiteRunner
+    from memlab.migrations import METADATA, upgrade_connection
+
+    runner = SQLiteRunner(path, {})
+    await runner.open()
+    try:
+        return await runner.run_ddl(lambda conn: upgrade_connection(conn, revision=revision, lineage=METADATA))
+    finally:
+        await runner.close()
+
+
+def test_metadata_head_is_the_last_script():
+    from alembic.script import ScriptDirectory
+
+    from memlab.migrations import METADATA
+
+    scripts = ScriptDirectory.from_config(alembic_config(lineage=METADATA))
+    assert scripts.get_current_head() == METADATA.head
+    assert tuple(rev.revision for rev in scripts.walk_revisions())[::-1] == METADATA.revisions
+
+
+async def test_a_fresh_memlab_db_has_the_schema_its_revisions_build(tmp_path):
+    from memlab.migrations import METADATA
+    from memlab.relational import RelationalStore
+
+    store = RelationalStore(tmp_path / "fresh.db", FakeClock())
+    await store.open()
+    await store.close()
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    assert (await _sql(fresh, f"SELECT version_num FROM {METADATA.version_table}"))[0][0] == METADATA.head
+    await _metadata_to(tmp_path / "stepped.db", METADATA.revisions[0])
+    await _metadata_to(tmp_path / "stepped.db", "head")
+    assert await _schema(f"sqlite:///{tmp_path / 'stepped.db'}") == await _schema(fresh)
+
+
+async def test_an_unversioned_memlab_db_of_the_previous_release_is_adopted_and_upgraded(tmp_path, caplog):
+    from memlab.migrations import METADATA
+    from memlab.relational import RelationalStore
+
+    path = tmp_path / "memlab.db"
+    url = f"sqlite:///{path}"
+    await _metadata_to(path, METADATA.revisions[0])
+    await _sql(
+        url,
+        f"DROP TABLE {METADATA.version_table}",  # as the previous release's create_all left it
+        "INSERT INTO users (id, name, parent_user_id, is_default, created_at) VALUES ('u-1', 'ada', NULL, 0, '2026-01-01T00:00:00+00:00')",
+    )
+    store = RelationalStore(path, FakeClock())
+    with caplog.at_level(logging.INFO, logger="memlab.migrations"):
+        await store.open()
+    try:
+        assert "adopted an unversioned memlab metadata schema" in caplog.text
+        assert (await _sql(url, f"SELECT version_num FROM {METADATA.version_table}"))[0][0] == METADATA.head
+        assert await _sql(url, "SELECT name FROM users") == [("ada",)]
+        await store.touch_session(uuid.uuid4(), "s1", None)  # the new tables work
+        assert await _sql(url, "SELECT session_id, status FROM session_records") == [("s1", "running")]
+    finally:
+        await store.close()
+
+
+def test_alembic_command_line_on_the_metadata_lineage(tmp_path):
+    from memlab.migrations import METADATA
+
+    url = f"sqlite:///{tmp_path / 'memlab.db'}"
+    ini = tmp_path / "alembic.ini"
+    ini.write_text("[alembic]\nscript_location = memlab:migrations/metadata\n")
+    run = lambda *args: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "alembic", "-c", str(ini), "-x", f"url={url}", *args], capture_output=True, text=True, timeout=120
+    )
+    upgraded = run("upgrade", "head")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert asyncio.run(_sql(url, f"SELECT version_num FROM {METADATA.version_table}"))[0][0] == METADATA.head
+    offline = run("upgrade", f"{METADATA.revisions[0]}:head", "--sql")
+    assert offline.returncode == 0, offline.stderr
+    assert "CREATE TABLE session_model_usage" in offline.stdout

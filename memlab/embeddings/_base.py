@@ -103,11 +103,21 @@ class Embedder(abc.ABC):
                 )
             parts.append(vectors)
         vectors = l2_normalize(parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0))
+        self._record_usage(items)
         if order is None:
             return vectors
         restored = np.empty_like(vectors)
         restored[order] = vectors
         return restored
+
+    def _record_usage(self, texts: list[str]) -> None:
+        """Report the call to the active usage meter (:func:`memlab.llm.metering`): estimated tokens, litellm's price."""
+        from memlab.llm import CallUsage, cost_usd, estimate_tokens, metering_active, record_usage
+
+        if not metering_active():
+            return
+        tokens = sum(estimate_tokens(text) for text in texts)
+        record_usage(CallUsage(self.name, "embedding", tokens, 0, "estimate", cost_usd(self.name, tokens, 0, kind="embedding")))
 
     async def embed_one(self, text: str) -> np.ndarray:
         """The vector of one text: float32, shape ``(dim,)``, unit L2 norm."""

@@ -49,6 +49,7 @@ call's ``llm.handlers`` with ``replace=False``, so a researcher's handler wins).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -76,6 +77,7 @@ from memlab.users import Users
 from memlab.validation import check_id
 
 if TYPE_CHECKING:
+    from memlab.usage import UsageRecorder
     from memlab.config import SessionConfig
     from memlab.graph import KnowledgeGraph, PermanentMemory
     from memlab.llm import LLMClient
@@ -468,6 +470,7 @@ class DistillFlow:
         memory: Callable[[], "PermanentMemory"],
         llm: "LLMClient",
         config: "SessionConfig",
+        usage: "UsageRecorder | None" = None,
     ) -> None:
         self.users = users
         self.datasets = datasets
@@ -475,6 +478,8 @@ class DistillFlow:
         self.memory = memory
         self.llm = llm
         self.config = config
+        #: records the curator and writer calls as the session's usage (None: not recorded)
+        self.usage = usage
 
     async def distill(self, session_id: str, *, dataset: Any = None, user: Any = None, max_batches: int | None = None) -> DistillResult:
         """Distill one session's new gated guidance into ``dataset``; see :meth:`memlab.session.SessionAPI.distill_session`."""
@@ -498,8 +503,9 @@ class DistillFlow:
         run.considered = len(new)
         chosen, turns = await self._inputs(user_id, session, new, cap)
         batches = _batches(chosen, turns)
-        done, lessons, curator_errors = await self._curate(run, batches)
-        verdicts, writer_errors = await self._review(run, lessons, chosen)
+        async with self.usage.metered(acting.id, session, target.id) if self.usage is not None else contextlib.nullcontext():
+            done, lessons, curator_errors = await self._curate(run, batches)
+            verdicts, writer_errors = await self._review(run, lessons, chosen)
         accepted, rejected = _split(lessons, verdicts)
         run.accepted = tuple(lesson.statement for lesson in accepted)
         run.rejected = tuple(lesson.statement for lesson in rejected)

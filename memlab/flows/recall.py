@@ -3,8 +3,10 @@
 recall: the scope gives ordered sources (:func:`memlab.retrievers.resolve_sources`);
 sources run one after another and their results are concatenated:
 
-* ``session``: keyword matching over the session's turns (SPEC §9.2); with
-  short-circuit on, a non-empty session result skips every later source;
+* ``session``: the session's turns ranked by the manager's session retriever
+  (``SESSION_RETRIEVER``; the default ``keyword`` is SPEC §9.2), each with
+  ``matched_tokens`` and the retriever's ``score``; with short-circuit on, a
+  non-empty session result skips every later source;
 * ``graph``: the datasets the user may read (all of them, or ``datasets`` /
   ``dataset_ids``, each checked for read permission), the warm-up marker
   (SPEC §9.4), the search type (explicit, else routed, else hybrid) and its
@@ -22,6 +24,12 @@ sources run one after another and their results are concatenated:
 
 Skills found by the skill gate (SPEC §9.5) are appended last, even when the
 session short-circuit skipped the graph.
+
+``distinct="data_id"`` (recall and search) asks for one result per source document
+from the retrievers that return document pieces (``CHUNKS``, ``SUMMARIES``,
+``CHUNKS_LEXICAL``: the best piece of each document, so one long document cannot
+fill ``top_k``); other search types ignore it, and session turns are unique anyway.
+A value other than None or ``"data_id"`` raises ``ValidationError``.
 
 search: one retriever; a completion type runs a session turn through the
 analysis mode (:mod:`memlab.flows.turn`): history (+ guidance) in the prompt, the turn
@@ -45,6 +53,7 @@ from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import SessionParameterValidationError, ValidationError
 from memlab.flows.turn import TurnResult, TurnRunner
 from memlab.flows.warmup import WarmupProbe
+from memlab.llm import metering
 from memlab.models import (
     Dataset,
     GraphRecallResponse,
@@ -59,6 +68,7 @@ from memlab.retrievers import (
     Retrievers,
     SearchResultItem,
     SearchType,
+    check_distinct,
     no_usage,
     normalize_scope,
     parse_search_type,
@@ -66,12 +76,13 @@ from memlab.retrievers import (
     route_query,
     should_search_skills,
 )
-from memlab.session import SessionManager
+from memlab.session import SessionManager, matched_tokens, tokenize
 from memlab.users import Users
 from memlab.validation import check_id, check_text
 
 if TYPE_CHECKING:
     from memlab.graph import PermanentMemory
+    from memlab.usage import UsageRecorder
 
 logger = logging.getLogger("memlab.recall")
 
@@ -159,6 +170,7 @@ class RecallFlows:
         turns: TurnRunner,
         warmup: WarmupProbe,
         config: RecallConfig,
+        usage: "UsageRecorder | None" = None,
     ) -> None:
         self.users = users
         self.datasets = datasets
@@ -169,9 +181,13 @@ class RecallFlows:
         self.turns = turns
         self.warmup = warmup
         self.config = config
+        #: records completion calls as session usage (None: not recorded)
+        self.usage = usage
 
-    def _scope(self, targets: list[Dataset], top_k: int) -> RetrievalScope:
-        return RetrievalScope(self.memory(), [dataset.id for dataset in targets], top_k, self.llm, retrievers=self.retrievers.get)
+    def _scope(self, targets: list[Dataset], top_k: int, distinct: str | None = None) -> RetrievalScope:
+        return RetrievalScope(
+            self.memory(), [dataset.id for dataset in targets], top_k, self.llm, retrievers=self.retrievers.get, distinct=distinct
+        )
 
     # -- recall ------------------------------------------------------------------------
     async def recall(
@@ -188,10 +204,12 @@ class RecallFlows:
         user: Any,
         only_context: bool,
         response_model: Any,
+        distinct: Any = None,
     ) -> list[RecallResponse]:
         query = _check_query(query_text)
         _check_session_id(session_id)
         top_k = _check_top_k(top_k)
+        distinct = check_distinct(distinct)
         search_type = parse_search_type(query_type) if query_type is not None else None
         sources_asked = normalize_scope(scope)
         datasets = _check_names("datasets", datasets)
@@ -207,7 +225,7 @@ class RecallFlows:
             sources_asked, session_id=session_id, has_datasets=explicit, has_query_type=search_type is not None
         )
         targets = await self._targets(acting, datasets, dataset_ids) if "graph" in sources else []
-        scope = self._scope(targets, top_k)
+        scope = self._scope(targets, top_k, distinct)
         skills = self._start_skill_gate(query, search_type, sources, targets, explicit, scope, only_context)
         results: list[RecallResponse] = []
         try:
@@ -218,10 +236,12 @@ class RecallFlows:
                     if short_circuit and hits:
                         break
                 elif source == "graph":
-                    found = await self._graph(
-                        query, search_type, targets, scope, auto_route=auto_route, only_context=only_context,
-                        response_model=response_model, sole=sources == ["graph"],
-                    )
+                    with metering() as meter:
+                        found = await self._graph(
+                            query, search_type, targets, scope, auto_route=auto_route, only_context=only_context,
+                            response_model=response_model, sole=sources == ["graph"],
+                        )
+                    await self._record_usage(acting, session_id, targets, meter.calls)
                     if session_id is not None:
                         await self._store_answers(acting, query, session_id, targets, found)
                     results.extend(found)
@@ -252,10 +272,24 @@ class RecallFlows:
         manager = self.sessions
         session = await self._session_id(acting, session_id, None)
         hits = await manager.search(acting.id, query, session_id=session, top_k=top_k)
+        tokens = tokenize(query)
         return [
-            SessionRecallResponse(session_id=session, matched_tokens=score, **entry.model_dump(exclude={"memify_metadata"}))
+            SessionRecallResponse(
+                session_id=session,
+                matched_tokens=matched_tokens(tokens, entry),
+                score=float(score),
+                **entry.model_dump(exclude={"memify_metadata"}),
+            )
             for entry, score in hits
         ]
+
+    async def _record_usage(self, acting: Any, session_id: str | None, targets: list[Dataset], calls: list[Any]) -> None:
+        """A completion's calls as usage of its session (without ``session_id``: the first dataset's default session)."""
+        if self.usage is None or not any(call.kind == "llm" for call in calls):
+            return  # retrieval only: not a session-scoped completion
+        dataset = targets[0] if targets else None
+        session = await self._session_id(acting, session_id, dataset)
+        await self.usage.record(acting.id, session, dataset.id if dataset and len(targets) == 1 else None, calls)
 
     async def _session_context(self, acting: Any, query: str, session_id: str | None) -> list[SessionContextRecallResponse]:
         session = await self._session_id(acting, session_id, None)
@@ -371,12 +405,22 @@ class RecallFlows:
 
     # -- search ------------------------------------------------------------------------
     async def search(
-        self, query_text: Any, query_type: Any, *, session_id: str | None, datasets: Any, top_k: Any, user: Any, only_context: bool
+        self,
+        query_text: Any,
+        query_type: Any,
+        *,
+        session_id: str | None,
+        datasets: Any,
+        top_k: Any,
+        user: Any,
+        only_context: bool,
+        distinct: Any = None,
     ) -> list[RecallResponse]:
         batch = isinstance(query_text, Sequence) and not isinstance(query_text, str)
         queries = [_check_query(query) for query in query_text] if batch else [_check_query(query_text)]
         _check_session_id(session_id)
         top_k = _check_top_k(top_k)
+        distinct = check_distinct(distinct)
         search_type = parse_search_type(query_type)
         datasets = _check_names("datasets", datasets)
         queries = [query for query in queries if query.strip()]
@@ -385,7 +429,7 @@ class RecallFlows:
         acting = await self.users.resolve(user)
         targets = await self._targets(acting, datasets, None)
         retriever = self.retrievers.get(search_type)
-        scope = self._scope(targets, top_k)
+        scope = self._scope(targets, top_k, distinct)
         results: list[RecallResponse] = []
         if not retriever.completes or only_context:  # retrieval only: no turn, no history read or written
             for query in queries:

@@ -32,6 +32,7 @@ turn carries the same facts flat in ``memify_metadata`` as ``turn_<name>``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -46,6 +47,7 @@ from memlab.session import HISTORY_LAST_N, ServedGuidance, SessionManager
 if TYPE_CHECKING:
     from memlab.llm import LLMClient
     from memlab.merge import MergePolicy
+    from memlab.usage import UsageRecorder
 
 __all__ = ["SessionTurn", "TurnResult", "TurnRunner", "turn_metadata"]
 
@@ -252,11 +254,15 @@ class SessionTurn(TurnPort):
 class TurnRunner:
     """Runs session turns (see the module docstring) with the collaborators it is given."""
 
-    def __init__(self, manager: SessionManager, analysis: AnalysisMode, merge: "MergePolicy", llm: "LLMClient") -> None:
+    def __init__(
+        self, manager: SessionManager, analysis: AnalysisMode, merge: "MergePolicy", llm: "LLMClient", usage: "UsageRecorder | None" = None
+    ) -> None:
         self.manager = manager
         self.analysis = analysis
         self.merge = merge
         self.llm = llm
+        #: records each turn's LLM and embedding calls as the session's usage (None: not recorded)
+        self.usage = usage
         self._locks: weakref.WeakValueDictionary[tuple[int, str, str], asyncio.Lock] = weakref.WeakValueDictionary()
 
     def lock(self, user_id: str, session_id: str) -> asyncio.Lock:
@@ -290,7 +296,9 @@ class TurnRunner:
     ) -> TurnResult:
         """Run one turn of ``query`` in the session, under its turn lock."""
         mode, reason = self.choose(search_type, retriever, batch=batch)
-        async with self.lock(user_id, session_id):
+        dataset_id = scope.dataset_ids[0] if len(scope.dataset_ids) == 1 else None
+        metered = self.usage.metered(user_id, session_id, dataset_id) if self.usage is not None else contextlib.nullcontext()
+        async with self.lock(user_id, session_id), metered:
             port = SessionTurn(
                 self,
                 query,

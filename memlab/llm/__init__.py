@@ -8,9 +8,12 @@ memlab's deterministic, network-free provider, :mod:`memlab.llm.offline`),
     client = LLMClient()                                           # memlab/offline
     client = LLMClient("openai/gpt-4o-mini", api_key="sk-...")     # the same litellm.acompletion call
     result = await client.complete("Context:\\nAlice lives in Paris.\\nQuestion: Where does Alice live?")
-    result.text, result.tokens_in, result.tokens_out, result.exact_usage, result.cost_usd
+    result.text, result.tokens_in, result.tokens_out, result.usage_source, result.cost_usd  # cost None: unpriced
 
-Research primitives: :func:`estimate_tokens` (SPEC §8) and :func:`cost_usd`.
+Research primitives: :func:`estimate_tokens` (SPEC §8) and :func:`cost_usd` (litellm's
+cost map; None for an unpriced model). Usage metering: ``with metering() as meter:``
+collects a :class:`CallUsage` per LLM and embedding call made inside (see
+:mod:`memlab.llm._usage`).
 ``import memlab.llm`` does not import litellm; the first call does.
 
 Extension point: structured-output handlers
@@ -36,26 +39,32 @@ from __future__ import annotations
 from memlab.llm._client import LLMClient, LLMResult
 from memlab.llm._errors import LLMError, StructuredOutputError
 from memlab.llm._litellm import load_litellm
-from memlab.llm._pricing import PRICING_PER_M_TOKENS, cost_usd
+from memlab.llm._pricing import cost_usd, is_priced
 from memlab.llm._prompt import context_prompt
 from memlab.llm._structured import OfflineRequest, StructuredHandler, StructuredHandlers
 from memlab.llm._tokens import estimate_tokens
+from memlab.llm._usage import CallUsage, UsageMeter, metering, metering_active, record_usage
 from memlab.llm.offline import OFFLINE_MODEL
 from memlab.text import I_DONT_KNOW
 
 __all__ = [
+    "CallUsage",
     "I_DONT_KNOW",
     "LLMClient",
     "LLMError",
     "LLMResult",
     "OFFLINE_MODEL",
     "OfflineRequest",
-    "PRICING_PER_M_TOKENS",
     "StructuredHandler",
     "StructuredHandlers",
     "StructuredOutputError",
+    "UsageMeter",
     "context_prompt",
     "cost_usd",
     "estimate_tokens",
+    "is_priced",
     "load_litellm",
+    "metering",
+    "metering_active",
+    "record_usage",
 ]

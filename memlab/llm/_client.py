@@ -33,6 +33,7 @@ from memlab.llm._pricing import cost_usd
 from memlab.llm._prompt import prompt_text
 from memlab.llm._structured import StructuredHandlers
 from memlab.llm._tokens import estimate_tokens
+from memlab.llm._usage import CallUsage, UsageSource, record_usage
 from memlab.llm.offline import HANDLERS_PARAM, LATENCY_PARAM, OFFLINE_MODEL, PROVIDER, ensure_registered
 from memlab.llm.offline import offline_latency_ms as _resolve_latency
 
@@ -50,8 +51,11 @@ class LLMResult(Generic[ModelT]):
     ``text`` is the raw output (JSON for structured calls); ``structured`` the
     validated ``response_model`` instance, or None without one. ``model`` is the
     model string the call was made with. ``tokens_in``/``tokens_out`` are the
-    provider's usage figures when it reported any (``exact_usage=True``), else
-    :func:`~memlab.llm.estimate_tokens` of the prompt text and the output.
+    provider's usage figures when it reported any (``usage_source="provider"``,
+    ``exact_usage=True``), else litellm's ``token_counter`` for the model
+    (``"tokenizer"``), else :func:`~memlab.llm.estimate_tokens` of the prompt text and
+    the output (``"estimate"``). ``cost_usd`` is the cost from litellm's cost map
+    (priced as the client's ``price_as`` model when it has one), None when unpriced.
     ``latency_s`` is the wall-clock time of the litellm call.
     """
 
@@ -63,11 +67,8 @@ class LLMResult(Generic[ModelT]):
     latency_s: float
     exact_usage: bool
     response: Any = field(default=None, repr=False, compare=False)
-
-    @property
-    def cost_usd(self) -> float:
-        """USD cost of the call from memlab's pricing table (0.0 for unknown models and memlab/offline)."""
-        return cost_usd(self.model, self.tokens_in, self.tokens_out)
+    usage_source: UsageSource = "estimate"
+    cost_usd: float | None = None
 
 
 def _normalize_messages(messages: str | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -96,6 +97,17 @@ def _reported_usage(response: Any) -> tuple[int, int] | None:
     if prompt <= 0 and completion <= 0:
         return None
     return int(prompt), int(completion)
+
+
+def _counted_usage(model: str, chat: list[dict[str, Any]], text: str) -> tuple[int, int, UsageSource]:
+    """Token counts from litellm's ``token_counter`` for ``model``; the estimate when it cannot count."""
+    from memlab.llm._litellm import load_litellm
+
+    try:
+        counter = load_litellm().token_counter
+        return int(counter(model=model, messages=chat)), int(counter(model=model, text=text)) if text else 0, "tokenizer"
+    except Exception:  # a model or content the counter cannot tokenize
+        return estimate_tokens(prompt_text(chat)), estimate_tokens(text), "estimate"
 
 
 def _output_text(response: Any) -> str:
@@ -161,11 +173,16 @@ class LLMClient:
         model: str = OFFLINE_MODEL,
         api_key: str | None = None,
         offline_latency_ms: float | None = None,
+        price_as: str | None = None,
         **litellm_kwargs: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValidationError(f"model must be a non-empty litellm model string, got {model!r}")
+        if price_as is not None and (not isinstance(price_as, str) or not price_as.strip()):
+            raise ValidationError(f"price_as must be a non-empty litellm model string or None, got {price_as!r}")
         self.model = model.strip()
+        #: the model whose litellm price this client's calls are charged at (None: its own model)
+        self.price_as = price_as.strip() if price_as else None
         self._api_key = api_key or None
         self.offline_latency_ms = _resolve_latency(offline_latency_ms)
         self.litellm_kwargs = dict(litellm_kwargs)
@@ -210,15 +227,23 @@ class LLMClient:
         try:
             response = await litellm.acompletion(**call)
         except Exception as exc:  # every litellm / provider failure becomes an LLMError
+            record_usage(CallUsage(self.model, "llm", 0, 0, "estimate", None, error=True))
             raise self._wrap(exc) from exc
         latency_s = time.perf_counter() - started
         text = _output_text(response)
-        structured = _validate(response_model, text, self.model) if response_model is not None else None
         usage = _reported_usage(response)
+        source: UsageSource
         if usage is None:
-            tokens_in, tokens_out = estimate_tokens(prompt_text(chat)), estimate_tokens(text)
+            tokens_in, tokens_out, source = _counted_usage(self.price_as or self.model, chat, text)
         else:
-            tokens_in, tokens_out = usage
+            (tokens_in, tokens_out), source = usage, "provider"
+        cost = cost_usd(self.price_as or self.model, tokens_in, tokens_out)
+        try:
+            structured = _validate(response_model, text, self.model) if response_model is not None else None
+        except StructuredOutputError:
+            record_usage(CallUsage(self.model, "llm", tokens_in, tokens_out, source, cost, error=True))
+            raise
+        record_usage(CallUsage(self.model, "llm", tokens_in, tokens_out, source, cost))
         return LLMResult(
             text=text,
             structured=structured,
@@ -228,6 +253,8 @@ class LLMClient:
             latency_s=latency_s,
             exact_usage=usage is not None,
             response=response,
+            usage_source=source,
+            cost_usd=cost,
         )
 
     def _call_kwargs(self, chat: list[dict[str, Any]], response_model: type[BaseModel] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:

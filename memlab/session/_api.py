@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from memlab.datasets import MAIN_DATASET, Datasets
-from memlab.exceptions import SessionPreconditionError
+from memlab.exceptions import SessionPreconditionError, ValidationError
 from memlab.lifecycle import Lifecycle
 from memlab.models import DistillResult, SessionQAEntry
 from memlab.session._manager import SessionManager, check_last_n
@@ -24,6 +25,7 @@ class SessionAPI:
         lifecycle: Lifecycle,
         *,
         distiller: Callable[..., Awaitable[DistillResult]] | None = None,
+        ender: Callable[[uuid.UUID, str, str], Awaitable[bool]] | None = None,
     ) -> None:
         self._users = users
         self._datasets = datasets
@@ -31,6 +33,8 @@ class SessionAPI:
         self._lifecycle = lifecycle
         #: ``distiller(session_id, dataset=..., user=..., max_batches=...)``: what :meth:`distill_session` runs
         self._distiller = distiller
+        #: ``ender(user_id, session_id, status)``: what :meth:`end` runs (marks the session's record)
+        self._ender = ender
 
     async def resolve(self, session_id: str | None, user: Any) -> tuple[str, str]:
         """(user id, session id). An omitted id resolves to the user's ``main_dataset`` default session."""
@@ -89,3 +93,17 @@ class SessionAPI:
         if self._distiller is None:
             raise SessionPreconditionError("this SessionAPI was built without a distiller; use stack.session of a MemoryStack")
         return await self._distiller(session_id, dataset=dataset, user=user, max_batches=max_batches)
+
+    async def end(self, session_id: str | None, status: str = "completed", user: Any = None) -> bool:
+        """Mark the session ended: ``status`` ``completed`` or ``failed``, ``ended_at`` now (SPEC §8).
+
+        A later turn does not resurrect it (its counters stop moving). Returns False when
+        the session has no record (nothing was ever stored in it). Any other
+        ``status`` raises ``ValidationError`` before anything is written.
+        """
+        if status not in ("completed", "failed"):
+            raise ValidationError(f"status must be 'completed' or 'failed', got {status!r}")
+        user_id, session = await self.resolve(session_id, user)
+        if self._ender is None:
+            return False
+        return await self._ender(uuid.UUID(user_id), session, status)

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 import memlab
 import memlab.llm
-from memlab.llm import LLMClient, LLMError, LLMResult, StructuredOutputError, estimate_tokens
+from memlab.llm import LLMClient, LLMError, LLMResult, StructuredOutputError
 from memlab.llm.offline import ensure_registered
 
 API_KEY = "sk-test-not-a-real-key-0123456789"
@@ -84,7 +84,7 @@ async def test_per_call_kwargs_override_client_kwargs() -> None:
     assert (await client.complete("x", mock_response="from the call")).text == "from the call"
 
 
-async def test_usage_falls_back_to_the_estimate_when_the_provider_reports_none(monkeypatch) -> None:
+async def test_usage_falls_back_to_litellms_token_counter_when_the_provider_reports_none(monkeypatch) -> None:
     litellm = ensure_registered()
 
     class Silent(litellm.CustomLLM):
@@ -96,8 +96,10 @@ async def test_usage_falls_back_to_the_estimate_when_the_provider_reports_none(m
     monkeypatch.setattr(litellm, "custom_provider_map", [*litellm.custom_provider_map, {"provider": "memlabsilent", "custom_handler": Silent()}])
     result = await LLMClient("memlabsilent/any").complete("a prompt of 23 chars...")
     assert result.text == "twelve chars"
-    assert result.exact_usage is False
-    assert (result.tokens_in, result.tokens_out) == (estimate_tokens("a prompt of 23 chars..."), estimate_tokens("twelve chars"))
+    assert result.exact_usage is False and result.usage_source == "tokenizer"
+    counted_in = litellm.token_counter(model="memlabsilent/any", messages=[{"role": "user", "content": "a prompt of 23 chars..."}])
+    assert (result.tokens_in, result.tokens_out) == (counted_in, litellm.token_counter(model="memlabsilent/any", text="twelve chars"))
+    assert result.cost_usd is None  # an unknown model is unpriced
 
 
 @pytest.mark.parametrize("messages", ["", "   ", [], {"role": "user", "content": "x"}, [{"content": "no role"}], 42])

@@ -138,7 +138,7 @@ async def test_usage_is_estimated_from_prompt_and_output_and_reported_by_the_pro
     usage = result.response.usage  # litellm's own usage fields carry the same figures
     assert (usage.prompt_tokens, usage.completion_tokens) == (result.tokens_in, result.tokens_out)
     assert usage.total_tokens == result.tokens_in + result.tokens_out
-    assert result.cost_usd == 0.0
+    assert result.cost_usd is None and result.usage_source == "provider"  # memlab/offline is not in litellm's cost map: unpriced
 
 
 async def test_simulated_latency_from_the_client_argument() -> None:

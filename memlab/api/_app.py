@@ -1,0 +1,185 @@
+"""The FastAPI app of the read API: authentication, routes, error mapping (see :mod:`memlab.api`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
+
+from memlab.exceptions import BackendError, StackStateError, ValidationError
+from memlab.lifecycle import StackState
+from memlab.models import ModelCost, SessionPage, SessionUsage, UsageStats, User
+from memlab.stack import MemoryStack
+
+__all__ = ["ErrorBody", "Health", "app_from_env", "create_app", "serve"]
+
+#: query values ``stack.usage`` accepts, declared here too so the OpenAPI schema lists them
+SessionStatus = Literal["running", "completed", "failed", "abandoned"]
+OrderBy = Literal["last_activity_at", "started_at", "ended_at", "cost_usd", "tokens_in", "tokens_out"]
+UsageRange = Literal["24h", "7d", "30d", "all"]
+#: largest ``offset`` (SQL ``OFFSET`` is a signed 64-bit integer; no listing is anywhere near this long)
+MAX_OFFSET = 2**31 - 1
+
+_NOT_FOUND = "session not found"
+_QUERY_NAMES = frozenset({"status", "order_by", "descending", "limit", "offset", "range"})
+
+
+class ErrorBody(BaseModel):
+    """The body of a 401, 404 or 503 answer."""
+
+    detail: str
+
+
+class Health(BaseModel):
+    """``GET /healthz``: ``ok`` (HTTP 200) while the stack is open, else ``unavailable`` (HTTP 503)."""
+
+    status: Literal["ok", "unavailable"]
+    stack: Literal["unopened", "open", "closed"]
+    version: str
+
+
+_bearer = HTTPBearer(auto_error=False, description="an API key: `memlab users create-key NAME` or `stack.users.create_api_key(user)`")
+
+
+def _unauthorized(detail: str, *, invalid: bool) -> HTTPException:
+    challenge = 'Bearer error="invalid_token"' if invalid else "Bearer"
+    return HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": challenge})
+
+
+def _stack(request: Request) -> MemoryStack:
+    return request.app.state.stack
+
+
+async def _caller(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> User:
+    """The user of the request's bearer key; 401 for a missing, malformed, unknown or revoked key."""
+    if credentials is None:
+        raise _unauthorized("an API key is required: send 'Authorization: Bearer <key>'", invalid=False)
+    try:
+        user = await _stack(request).users.user_for_api_key(credentials.credentials)
+    except ValidationError:  # not even shaped like a key
+        user = None
+    if user is None:
+        raise _unauthorized("the API key is unknown or revoked", invalid=True)
+    return user
+
+
+Caller = Annotated[User, Depends(_caller)]
+RangeQuery = Annotated[UsageRange, Query(alias="range", description="the window counted back from now (by last activity)")]
+
+_AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "missing, unknown or revoked API key"},
+    503: {"model": ErrorBody, "description": "the stack is not open, or a store is unavailable"},
+}
+
+
+def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """A memlab ``ValidationError`` in FastAPI's own 422 shape, located at the parameter its message names."""
+    message = str(exc)
+    first = message.split(" ", 1)[0]  # memlab's messages start with the argument's name
+    if first in request.path_params:
+        where = ["path", first]
+    elif first in _QUERY_NAMES or first in request.query_params:
+        where = ["query", first]
+    else:
+        where = ["query"]
+    return JSONResponse(status_code=422, content={"detail": [{"loc": where, "msg": message, "type": "value_error"}]})
+
+
+def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+    detail = "the memory stack is not open" if isinstance(exc, StackStateError) else "a memlab store is unavailable"
+    return JSONResponse(status_code=503, content={"detail": detail})
+
+
+def create_app(stack: MemoryStack) -> FastAPI:
+    """The read API over ``stack``; the app opens the stack on startup unless it is open already (and then closes it)."""
+    from memlab import __version__
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        opened_here = stack.state is StackState.UNOPENED
+        if opened_here:
+            await stack.open()
+        try:
+            yield
+        finally:
+            if opened_here:
+                await stack.close()
+
+    app = FastAPI(
+        title="memlab",
+        version=__version__,
+        summary="Sessions, token usage and cost of the sessions visible to the caller.",
+        lifespan=lifespan,
+    )
+    app.state.stack = stack
+    app.add_exception_handler(ValidationError, _validation_error)
+    app.add_exception_handler(StackStateError, _unavailable)
+    app.add_exception_handler(BackendError, _unavailable)
+
+    @app.get("/healthz", response_model=Health, responses={503: {"model": Health}}, tags=["health"])
+    async def healthz() -> Any:
+        """The stack state; no authentication."""
+        state = stack.state.value
+        body = Health(status="ok" if stack.state is StackState.OPEN else "unavailable", stack=state, version=__version__)
+        return body if body.status == "ok" else JSONResponse(status_code=503, content=body.model_dump())
+
+    @app.get("/api/v1/sessions", response_model=SessionPage, responses=_AUTH_ERRORS, tags=["sessions"])
+    async def list_sessions(
+        caller: Caller,
+        status: Annotated[SessionStatus | None, Query(description="effective status (abandoned is computed)")] = None,
+        order_by: OrderBy = "last_activity_at",
+        descending: bool = True,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    ) -> SessionPage:
+        """One page of the sessions visible to the caller (its own, its agents', those of datasets it may read)."""
+        return await stack.usage.list_sessions(caller, status=status, order_by=order_by, descending=descending, limit=limit, offset=offset)
+
+    # before /{session_id}: these two paths are not session ids
+    @app.get("/api/v1/sessions/stats", response_model=UsageStats, responses=_AUTH_ERRORS, tags=["sessions"])
+    async def stats(caller: Caller, range_: RangeQuery = "30d") -> UsageStats:
+        """Totals over the visible sessions active in the range."""
+        return await stack.usage.stats(range=range_, user=caller)
+
+    @app.get("/api/v1/sessions/cost-by-model", response_model=list[ModelCost], responses=_AUTH_ERRORS, tags=["sessions"])
+    async def cost_by_model(caller: Caller, range_: RangeQuery = "30d") -> list[ModelCost]:
+        """Usage and cost per (model, kind) over the visible sessions active in the range."""
+        return await stack.usage.cost_by_model(range=range_, user=caller)
+
+    @app.get(
+        "/api/v1/sessions/{session_id:path}",
+        response_model=SessionUsage,
+        responses={**_AUTH_ERRORS, 404: {"model": ErrorBody, "description": "no such session visible to the caller"}},
+        tags=["sessions"],
+    )
+    async def get_session(caller: Caller, session_id: str) -> SessionUsage:
+        """One visible session with its per-model usage; 404 when it is unknown or not visible (one answer for both)."""
+        found = await stack.usage.get(session_id, user=caller)
+        if found is None:
+            raise HTTPException(status_code=404, detail=_NOT_FOUND)
+        return found
+
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """``create_app`` on ``MemoryStack.from_env()``: the factory of ``memlab serve`` (one stack per worker)."""
+    return create_app(MemoryStack.from_env())
+
+
+def serve(*, host: str = "127.0.0.1", port: int = 8000, workers: int = 1) -> None:
+    """Run the API with uvicorn on the stack from the environment; ``workers > 1`` starts that many processes."""
+    import uvicorn
+
+    options: dict[str, Any] = {"host": host, "port": port, "lifespan": "on", "ws": "none"}  # the stack opens in the lifespan
+    if workers > 1:
+        uvicorn.run("memlab.api:app_from_env", factory=True, workers=workers, **options)
+    else:
+        uvicorn.run(app_from_env(), **options)

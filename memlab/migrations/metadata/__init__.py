@@ -1,0 +1,1 @@
+"""Alembic scripts of memlab's metadata database (see :mod:`memlab.migrations`)."""

@@ -1,0 +1,1 @@
+"""Revisions of the metadata lineage."""

@@ -1,0 +1,199 @@
+"""``stack.usage``: what sessions cost, read with the seed's visibility rules; and the recorder that writes it.
+
+Recording (:class:`UsageRecorder`): every session-scoped operation (a ``search()``
+turn with its analysis, a ``recall()`` completion, a distillation) runs inside a
+usage meter (:func:`memlab.llm.metering`); afterwards its calls (model, kind, tokens,
+where the figures came from, cost from litellm's cost map or None when unpriced)
+are added to the session's ``session_records`` row and its ``session_model_usage``
+rows in one transaction. A write that fails never fails the operation: it is
+logged and counted (:attr:`UsageRecorder.failures`). ``MEMLAB_USAGE_TRACKING=false``
+turns recording off.
+
+Reading (:class:`UsageAPI`): a caller sees its own sessions, those of its agent users
+(``parent_user_id`` = the caller) and those attributed to a dataset it may read,
+nothing else, in lists and aggregates alike. ``abandoned`` is computed at read time:
+a ``running`` session whose ``last_activity_at`` is older than
+``SESSION_ABANDON_AFTER_SECONDS`` (strict ``<``).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+from memlab._clock import Clock
+from memlab.exceptions import ValidationError
+from memlab.models import ModelCost, ModelUsage, SessionPage, SessionUsage, UsageStats
+from memlab.relational import SESSION_ORDER_COLUMNS, RelationalStore
+from memlab.users import Users
+from memlab.validation import check_flag, check_id
+
+if TYPE_CHECKING:
+    from memlab.llm import CallUsage
+
+__all__ = ["RANGES", "SESSION_ORDER_COLUMNS", "STATUSES", "UsageAPI", "UsageRecorder"]
+
+logger = logging.getLogger("memlab.usage")
+
+#: ``range`` values of stats / cost_by_model and the span each covers (None: everything)
+RANGES: dict[str, timedelta | None] = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30), "all": None}
+#: effective statuses a session list may be filtered by
+STATUSES = ("running", "completed", "failed", "abandoned")
+#: at most this many sessions per page
+MAX_LIMIT = 1000
+#: the largest offset (what SQLite and PostgreSQL take as an integer parameter, and more sessions than anyone keeps)
+MAX_OFFSET = 2**31 - 1
+
+
+def _choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ValidationError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _whole(name: str, value: Any, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f">= {low}"
+        raise ValidationError(f"{name} must be a whole number {bound}, got {value!r}")
+    return value
+
+
+class UsageRecorder:
+    """Adds metered calls to ``session_records`` / ``session_model_usage``; never raises into the caller."""
+
+    def __init__(self, store: RelationalStore, *, enabled: bool = True) -> None:
+        self.store = store
+        self.enabled = enabled
+        #: usage writes that failed (each was logged)
+        self.failures = 0
+
+    @asynccontextmanager
+    async def metered(self, user_id: Any, session_id: str, dataset_id: uuid.UUID | None) -> AsyncIterator[None]:
+        """Meter the block's LLM and embedding calls and record them for the session, also when the block raises."""
+        if not self.enabled:
+            yield
+            return
+        from memlab.llm import metering
+
+        with metering() as meter:
+            try:
+                yield
+            finally:
+                await self.record(user_id, session_id, dataset_id, meter.calls)
+
+    async def record(self, user_id: Any, session_id: str, dataset_id: uuid.UUID | None, calls: Sequence["CallUsage"]) -> None:
+        """Record ``calls`` for (user, session); a user id that is not a memlab user's is skipped."""
+        if not calls or not self.enabled:
+            return
+        try:
+            user = uuid.UUID(str(user_id))
+        except ValueError:
+            return
+        try:
+            await self.store.record_usage(user, session_id, dataset_id, calls)
+        except Exception as exc:  # usage must never fail the answer it describes
+            self.failures += 1
+            logger.warning("usage of session %r could not be recorded (%d failure(s) so far): %s: %s", session_id, self.failures, type(exc).__name__, exc)
+
+
+class UsageAPI:
+    """``stack.usage``: sessions, their usage and cost, as the caller may see them (see the module docstring)."""
+
+    def __init__(self, store: RelationalStore, users: Users, clock: Clock, *, abandon_after_seconds: float, recorder: UsageRecorder) -> None:
+        self._store = store
+        self._users = users
+        self._clock = clock
+        self.abandon_after_seconds = abandon_after_seconds
+        self.recorder = recorder
+
+    def _cutoff(self) -> str:
+        return (self._clock.now() - timedelta(seconds=self.abandon_after_seconds)).isoformat()
+
+    def _since(self, range: Any) -> str:
+        span = RANGES[_choice("range", range, tuple(RANGES))]
+        return "" if span is None else (self._clock.now() - span).isoformat()
+
+    async def list_sessions(
+        self,
+        user: Any = None,
+        *,
+        status: str | None = None,
+        order_by: str = "last_activity_at",
+        descending: bool = True,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> SessionPage:
+        """A page of the sessions the caller may see, ordered by ``order_by`` (ties by session id).
+
+        ``status`` filters by effective status (``running`` | ``completed`` | ``failed`` |
+        ``abandoned``); ``order_by`` one of :data:`SESSION_ORDER_COLUMNS`; ``limit``
+        1..1000; ``offset`` 0..2**31-1. ``has_more`` is ``offset + len(items) < total``.
+        """
+        if status is not None:
+            _choice("status", status, STATUSES)
+        _choice("order_by", order_by, SESSION_ORDER_COLUMNS)
+        check_flag("descending", descending)
+        _whole("limit", limit, 1, MAX_LIMIT)
+        _whole("offset", offset, 0, MAX_OFFSET)
+        caller = await self._users.resolve(user)
+        items, total = await self._store.usage_page(
+            caller, status=status, order_by=order_by, descending=descending, limit=limit, offset=offset, cutoff=self._cutoff()
+        )
+        return SessionPage(items=items, total=total, has_more=offset + len(items) < total, limit=limit, offset=offset)
+
+    async def get(self, session_id: str, user: Any = None) -> SessionUsage | None:
+        """The session with its per-model usage, or None when it is unknown or not visible to the caller.
+
+        Several visible sessions may share an id (the caller's, an agent's): the
+        caller's own comes first, then the most recently active.
+        """
+        check_id("session_id", session_id)
+        caller = await self._users.resolve(user)
+        return await self._store.usage_of(caller, session_id, self._cutoff())
+
+    async def models(self, session: SessionUsage) -> list[ModelUsage]:
+        """The per-model usage of a session this API returned (its ``session_id`` and ``user_id``)."""
+        return await self._store.usage_models(session.session_id, session.user_id)
+
+    async def stats(self, range: str = "30d", user: Any = None) -> UsageStats:
+        """Totals over the visible sessions active in ``range`` (``24h`` | ``7d`` | ``30d`` | ``all``)."""
+        since = self._since(range)
+        caller = await self._users.resolve(user)
+        row = await self._store.usage_stats(caller, since, self._cutoff())
+        sessions, tokens_in, tokens_out, cost, unpriced_in, unpriced_out, embedding, embedding_cost, errors, *by_status = row
+        return UsageStats(
+            range=range,
+            sessions=sessions,
+            by_status={status: int(count or 0) for status, count in zip(STATUSES, by_status)},
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost_usd=float(cost),
+            unpriced_tokens_in=unpriced_in,
+            unpriced_tokens_out=unpriced_out,
+            embedding_tokens=embedding,
+            embedding_cost_usd=float(embedding_cost),
+            error_count=errors,
+        )
+
+    async def cost_by_model(self, range: str = "30d", user: Any = None) -> list[ModelCost]:
+        """One row per (model, kind) over the visible sessions active in ``range``; an unpriced model has ``cost_usd`` None."""
+        since = self._since(range)
+        caller = await self._users.resolve(user)
+        rows = await self._store.usage_cost_by_model(caller, since, self._cutoff())
+        return [
+            ModelCost(
+                model=model,
+                kind=kind,
+                sessions=sessions,
+                calls=calls,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                cost_usd=float(cost) if priced_rows == sessions and cost is not None else None,
+                priced=priced_rows == sessions,
+            )
+            for model, kind, sessions, calls, tokens_in, tokens_out, cost, priced_rows in rows
+        ]
