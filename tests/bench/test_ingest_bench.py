@@ -47,3 +47,31 @@ def test_cli_bench_ingest(tmp_path, capsys) -> None:
     assert "memlab/hashing" in printed and "fp16" in printed
     assert {row["kind"] for row in json.loads(out.read_text())} == {"ingest", "vector"}
     assert main(["bench", "ingest", "--dims", "x", "--quiet"]) == 2
+
+
+async def test_bench_ingest_minilm_beside_its_raw_ceiling() -> None:
+    spec = IngestBenchSpec(
+        documents=4, words=60, embedders=("memlab/minilm",), vectors=300, dims=(16,), queries=3,
+        embed_texts=4, ceiling_batch_sizes=(2, 4), embed_repeats=1,
+    )
+    rows = await run_bench_ingest(spec)
+    embed = [row for row in rows if row["kind"] == "embed"]
+    labels = list(dict.fromkeys(row["label"] for row in embed))
+    assert len(labels) == 2 and labels[0] == "60-word chunks (whole documents)"
+    for label in labels:
+        group = [row for row in embed if row["label"] == label]
+        assert [(row["runner"], row["batch_size"]) for row in group] == [("memlab", 8), ("raw-onnxruntime", 2), ("raw-onnxruntime", 4)]
+        assert sum(bool(row["best"]) for row in group) == 1 and max(row["of_ceiling"] for row in group[1:]) == 1.0
+        memlab = group[0]
+        assert memlab["chunks_per_s"] > 0 and memlab["load_s"] > 0 and memlab["passed"] in (True, False) and memlab["target"] == 0.9
+        assert memlab["texts"] == 4 and memlab["truncated"] == 0 and memlab["tokens"] == memlab["word_pieces"]
+    table = format_ingest_table(rows)
+    assert "raw-onnxruntime (ceiling)" in table and "of ceiling" in table and "cold load s" in table
+
+
+def test_cli_bench_ingest_skips_the_ceiling_without_minilm_and_checks_batch_sizes(capsys) -> None:
+    assert main(["bench", "ingest", "--documents", "2", "--embedders", "memlab/hashing", "--vectors", "100", "--dims", "8",
+                 "--queries", "2", "--quiet", "--embed-texts", "4", "--batch-sizes", "2"]) == 0
+    assert "raw-onnxruntime" not in capsys.readouterr().out
+    assert main(["bench", "ingest", "--batch-sizes", "x", "--quiet"]) == 2
+    assert main(["bench", "ingest", "--batch-sizes", "0", "--quiet"]) == 2

@@ -26,6 +26,7 @@ from memlab.embeddings import (
     MiniLMEmbedder,
     _onnx_minilm,
 )
+from memlab.exceptions import ValidationError
 
 SENTENCES = [
     "A man is eating food.",
@@ -295,3 +296,70 @@ async def test_length_sorted_batches_keep_input_order() -> None:
     together = await model.embed(texts)
     for row, text in enumerate(texts):
         np.testing.assert_allclose(together[row], (await model.embed([text]))[0], atol=2e-3)
+
+
+#: texts that fit MAX_TOKENS, from a few word pieces to ~200, in no length order
+VARIED = [
+    SENTENCES[3],
+    " ".join(SENTENCES) * 2,  # ~200 word pieces
+    "Curie",
+    " ".join(SENTENCES[:4]),
+    "Polonium was discovered in 1898 by Marie and Pierre Curie in Paris, in a shed next to the school.",
+    " ".join(SENTENCES[4:]) + " " + " ".join(SENTENCES[:3]),
+    SENTENCES[10],
+    "",
+]
+
+
+def word_pieces(texts: list[str]) -> list[int]:
+    """Untruncated, unpadded token counts ([CLS] and [SEP] included) with the packaged tokenizer."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(MiniLMEmbedder().tokenizer_file))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return [len(encoding.ids) for encoding in tokenizer.encode_batch(texts)]
+
+
+async def test_length_batching_and_threads_keep_vectors() -> None:
+    """Length-sorted batches (padded to each batch's longest text) and the thread count leave vectors within 1e-5."""
+    lengths = word_pieces(VARIED)
+    assert max(lengths) <= _onnx_minilm.MAX_TOKENS and len(set(lengths)) == len(VARIED)  # all fit, all different
+    alone = MiniLMEmbedder(threads=1, batch_size=1)  # the reference: one text per run, no padding, one thread
+    reference = np.stack([(await alone.embed([text]))[0] for text in VARIED])
+    for threads, batch_size in [(1, 64), (2, 64), (2, 3), (2, 1)]:
+        vectors = await MiniLMEmbedder(threads=threads, batch_size=batch_size).embed(VARIED)
+        np.testing.assert_allclose(vectors, reference, atol=1e-5, err_msg=f"threads={threads} batch_size={batch_size}")
+
+
+async def test_batches_are_padded_to_their_longest_text() -> None:
+    model = MiniLMEmbedder(batch_size=3, shared=False)
+    model.load()
+    assert model._loaded is not None
+    widths: list[tuple[int, int]] = []
+    session = model._loaded.session
+
+    class Spy:
+        def run(self, names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+            widths.append(feeds["input_ids"].shape)
+            return session.run(names, feeds)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(session, name)
+
+    model._loaded.session = Spy()  # type: ignore[assignment]
+    texts = VARIED + ["memory " * 2000]
+    await model.embed(texts)
+    ordered = sorted(texts, key=len)  # the base class's order: by length in characters
+    fitted = [min(count, _onnx_minilm.MAX_TOKENS) for count in word_pieces(ordered)]  # the long text is truncated
+    expected = [(len(fitted[start : start + 3]), max(fitted[start : start + 3])) for start in range(0, len(texts), 3)]
+    assert widths == expected  # each batch padded to its own longest text, not to MAX_TOKENS
+    assert max(fitted[:6]) < 100  # so the short texts' batches really are narrow
+    assert model._loaded.tokenizer.padding["length"] is None and model._loaded.tokenizer.truncation["max_length"] == _onnx_minilm.MAX_TOKENS
+
+
+def test_threads_are_checked() -> None:
+    assert MiniLMEmbedder(threads=1).threads == 1 and MiniLMEmbedder().threads >= 1
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValidationError):
+            MiniLMEmbedder(threads=bad)  # type: ignore[arg-type]

@@ -17,15 +17,23 @@
 An append updates the postings in place (term -> ``(position, tf)``) and the
 length total; the collection statistics are read when a query runs, so an
 incremental index scores exactly like one built from scratch.
+
+A query is scored with numpy over the query terms' postings (each term's postings
+as arrays, rebuilt only after that term gained turns), with the same float
+operations in the same order as the formula above, term by term: the scores are
+identical to a Python loop over the postings, and so are the ties. Measured on one
+10,000-turn session (``memlab bench quality --scale``): a common word such as
+``my`` is in about half the turns, and the Python loop took ~3.3 ms per query.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from typing import Any
 
 from memlab.models import SessionQAEntry
-from memlab.session.retrievers._base import SessionIndex, SessionRetriever, best_first, entry_text
+from memlab.session.retrievers._base import SessionIndex, SessionRetriever, entry_text
 from memlab.text import lexical_tokens
 
 __all__ = ["BM25_B", "BM25_K1", "BM25Index", "BM25SessionRetriever", "bm25_tokens"]
@@ -49,11 +57,16 @@ class BM25Index(SessionIndex):
         self._postings: dict[str, list[tuple[int, int]]] = {}
         self._lengths: list[int] = []
         self._total = 0
+        #: numpy copies of the postings (term -> (positions, tfs)) and lengths, valid while their sizes match
+        self._arrays: dict[str, tuple[Any, Any]] = {}
+        self._length_array: Any = None
 
     def _clear(self) -> None:
         self._postings = {}
         self._lengths = []
         self._total = 0
+        self._arrays = {}
+        self._length_array = None
 
     def _add(self, position: int, entry: SessionQAEntry) -> None:
         counts = Counter(bm25_tokens(entry_text(entry)))
@@ -63,21 +76,52 @@ class BM25Index(SessionIndex):
         for term, tf in counts.items():
             self._postings.setdefault(term, []).append((position, tf))
 
-    def scores(self, query: str, k1: float = BM25_K1, b: float = BM25_B) -> dict[int, float]:
-        """``position -> BM25`` of every turn sharing a query term (all > 0)."""
+    def _scored(self, query: str, k1: float, b: float) -> tuple[Any, Any]:
+        """``(positions, scores)`` numpy arrays of every turn sharing a query term, positions ascending."""
+        import numpy as np
+
         total = len(self._lengths)
         average = self._total / total if total and self._total else 1.0
-        scores: dict[int, float] = {}
+        if self._length_array is None or len(self._length_array) != total:
+            self._length_array = np.asarray(self._lengths, dtype=np.float64)
+        scores = np.zeros(total, dtype=np.float64)
+        touched = np.zeros(total, dtype=bool)
         for term in dict.fromkeys(bm25_tokens(query)):
             postings = self._postings.get(term)
             if not postings:
                 continue
+            arrays = self._arrays.get(term)
+            if arrays is None or len(arrays[0]) != len(postings):
+                pairs = np.asarray(postings, dtype=np.int64)
+                arrays = self._arrays[term] = (pairs[:, 0], pairs[:, 1].astype(np.float64))
+            positions, tf = arrays
             df = len(postings)
             idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
-            for position, tf in postings:
-                norm = k1 * (1 - b + b * self._lengths[position] / average)
-                scores[position] = scores.get(position, 0.0) + idf * tf * (k1 + 1) / (tf + norm)
-        return scores
+            # the formula of the module docstring, evaluated in the same order as in Python floats
+            norm = k1 * (1 - b + b * self._length_array[positions] / average)
+            scores[positions] += idf * tf * (k1 + 1) / (tf + norm)
+            touched[positions] = True
+        found = np.flatnonzero(touched)
+        return found, scores[found]
+
+    def scores(self, query: str, k1: float = BM25_K1, b: float = BM25_B) -> dict[int, float]:
+        """``position -> BM25`` of every turn sharing a query term (all > 0)."""
+        positions, scores = self._scored(query, k1, b)
+        return dict(zip(positions.tolist(), scores.tolist()))
+
+    def top(self, query: str, top_k: int, k1: float = BM25_K1, b: float = BM25_B) -> list[tuple[int, float]]:
+        """The ``top_k`` ``(position, score)`` of :meth:`scores`, best first, equal scores lowest position first (as :func:`best_first`)."""
+        import numpy as np
+
+        if top_k < 1:
+            return []
+        positions, scores = self._scored(query, k1, b)
+        if len(positions) > top_k:  # keep the candidates at or above the top_k-th score (ties at the cut included)
+            cut = np.partition(scores, len(scores) - top_k)[len(scores) - top_k]
+            keep = scores >= cut
+            positions, scores = positions[keep], scores[keep]
+        order = np.lexsort((positions, -scores))[:top_k]
+        return list(zip(positions[order].tolist(), scores[order].tolist()))
 
 
 class BM25SessionRetriever(SessionRetriever[BM25Index]):
@@ -94,7 +138,7 @@ class BM25SessionRetriever(SessionRetriever[BM25Index]):
 
     async def search(self, index: BM25Index, query: str, top_k: int) -> list[tuple[SessionQAEntry, float]]:
         entries = index.entries
-        return [(entries[position], score) for position, score in best_first(index.scores(query, self.k1, self.b).items(), top_k)]
+        return [(entries[position], score) for position, score in index.top(query, top_k, self.k1, self.b)]
 
     def __repr__(self) -> str:
         return f"BM25SessionRetriever(k1={self.k1}, b={self.b})"

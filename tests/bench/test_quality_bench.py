@@ -1,0 +1,278 @@
+"""``memlab bench quality``: exact metrics on a hand-built benchmark, the haystack layout, the CLI, frames.quality dtypes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memlab.bench.conversations import Benchmark, Conversation, Question, Session, Turn, synthetic
+from memlab.bench.quality import QualityBenchSpec, format_quality_table, load_dataset, run_bench_quality, scale_haystack, to_frame
+from memlab.bench.quality_eval import (
+    HaystackTurn,
+    evaluate,
+    haystack_turns,
+    question_columns,
+    question_metrics,
+    scratch_manager,
+    summary_columns,
+    summary_rows,
+)
+from memlab.cli import main
+from memlab.exceptions import UsageError, ValidationError
+from memlab.session.retrievers import KeywordSessionRetriever
+
+KS = (1, 5)
+
+
+def _session(session_id: str, date: str, *turns: tuple[str, str]) -> Session:
+    return Session(session_id, date, [Turn(f"{session_id}:{i}", session_id, role, text) for i, (role, text) in enumerate(turns)])
+
+
+def _question(qid: str, category: str, text: str, sessions: list[str], turns: list[str], *, abstention: bool = False) -> Question:
+    return Question(qid, category, text, "", sessions, turns, abstention=abstention)
+
+
+def _benchmark() -> Benchmark:
+    """Keyword scores per memlab turn (query words of >= 2 letters shared) are worked out in each question's comment."""
+    sessions = [
+        _session("s1", "2023-01-01", ("user", "My bicycle is what I love most."), ("assistant", "Noted."), ("user", "I went swimming today.")),
+        _session("s2", "2023-01-05", ("user", "My bicycle got painted green."), ("assistant", "Noted.")),
+        _session("s3", "2023-01-09", ("user", "Lunch was great."), ("assistant", "Noted.")),
+    ]
+    questions = [
+        # {what, colour, is, my, bicycle}: s1 pair 4, s2 pair 2 -> gold (s2:0) at rank 2
+        _question("q1", "single_session_fact", "What colour is my bicycle?", ["s2"], ["s2:0"]),
+        # {did, go, swimming, or, paint, my, bicycle}: s1 pair 2, s2 pair 2 (tie: older first), s1:2 alone 1
+        _question("q2", "multi_session_aggregation", "Did I go swimming or paint my bicycle?", ["s1", "s2"], ["s1:2", "s2:0"]),
+        # nothing shared: no result
+        _question("q3", "abstention", "Where do whales sleep?", [], [], abstention=True),
+        # {recommend, lunch, spot}: s3 pair 1 -> rank 1
+        _question("q4", "preference", "Recommend a lunch spot.", ["s3"], ["s3:0"]),
+    ]
+    return Benchmark("hand-built", [Conversation("c1", sessions, questions)])
+
+
+async def _keyword_run():
+    return await evaluate(scratch_manager(KeywordSessionRetriever()), _benchmark(), ks=KS)
+
+
+def test_the_haystack_pairs_each_user_turn_with_the_assistant_turn_after_it():
+    conversation = Conversation(
+        "c",
+        [
+            _session("a", "2023-01-01", ("assistant", "Welcome."), ("user", "Hi"), ("user", "I live in Porto."), ("assistant", "Nice!")),
+            _session("b", "2023-01-02", ("user", "Bye"), ("assistant", "Ciao"), ("assistant", "Come back.")),
+        ],
+        [],
+    )
+    assert haystack_turns(conversation) == [
+        HaystackTurn("", "Welcome.", "a", ("a:0",)),
+        HaystackTurn("Hi", "", "a", ("a:1",)),
+        HaystackTurn("I live in Porto.", "Nice!", "a", ("a:2", "a:3")),
+        HaystackTurn("Bye", "Ciao", "b", ("b:0", "b:1")),
+        HaystackTurn("", "Come back.", "b", ("b:2",)),
+    ]
+
+
+async def test_keyword_metrics_are_exact_on_a_hand_built_benchmark():
+    run = await _keyword_run()
+    assert (run.retriever, run.conversations, run.turns) == ("keyword", 1, 4)  # s1: a pair and a lone user turn; s2, s3: a pair each
+    by_id = {row["question_id"]: row for row in run.questions}
+    q1 = by_id["q1"]
+    assert q1["first_gold_rank"] == 2 and q1["mrr"] == 0.5 and q1["returned"] == 2
+    assert (q1["hit_at_1"], q1["hit_at_5"], q1["session_recall_at_1"], q1["session_recall_at_5"]) == (0.0, 1.0, 0.0, 1.0)
+    assert (q1["turn_recall_at_1"], q1["turn_recall_at_5"]) == (0.0, 1.0)
+    q2 = by_id["q2"]
+    assert q2["returned"] == 3 and q2["first_gold_rank"] == 2 and q2["mrr"] == 0.5
+    assert (q2["session_recall_at_1"], q2["turn_recall_at_1"], q2["hit_at_1"]) == (0.5, 0.0, 0.0)  # the s1 pair holds s1:0, s1:1 only
+    assert (q2["session_recall_at_5"], q2["turn_recall_at_5"], q2["hit_at_5"]) == (1.0, 1.0, 1.0)
+    q3 = by_id["q3"]
+    assert q3["no_result"] and q3["returned"] == 0 and q3["mrr"] is None and q3["session_recall_at_5"] is None
+    q4 = by_id["q4"]
+    assert q4["mrr"] == 1.0 and q4["hit_at_1"] == 1.0 and q4["top_score"] == 1.0
+    assert all(row["latency_ms"] > 0 for row in run.questions)
+    assert len(run.first_query_s) == 1 and run.cold_start_s > 0 and run.write_s > 0
+
+
+async def test_summary_rows_average_answerable_questions_and_report_abstention_apart():
+    rows = summary_rows(await _keyword_run())
+    assert [row["category"] for row in rows] == ["single_session_fact", "multi_session_aggregation", "preference", "abstention", "all"]
+    overall = rows[-1]
+    assert (overall["questions"], overall["answerable"], overall["abstention_questions"]) == (4, 3, 1)
+    assert overall["session_recall_at_1"] == pytest.approx(0.5)  # (0 + 0.5 + 1) / 3
+    assert overall["session_recall_at_5"] == 1.0
+    assert overall["turn_recall_at_1"] == pytest.approx(1 / 3) and overall["hit_at_1"] == pytest.approx(1 / 3)
+    assert overall["mrr"] == pytest.approx(2 / 3)  # (0.5 + 0.5 + 1) / 3
+    assert overall["no_result_rate"] == 1.0
+    abstention = rows[3]
+    assert abstention["mrr"] is None and abstention["session_recall_at_5"] is None and abstention["no_result_rate"] == 1.0
+    assert rows[0]["no_result_rate"] is None  # no abstention question in that category
+    assert overall["turns"] == 4 and overall["ingest_ms_per_turn"] >= overall["write_ms_per_turn"] > 0
+    assert set(overall) == set(summary_columns(KS))
+
+
+def test_question_metrics_without_gold_turns_leave_turn_metrics_out():
+    question = _question("q", "single_session_fact", "Where?", ["s1"], [])
+    ranked = [HaystackTurn("x", "", "s2", ("s2:0",)), HaystackTurn("y", "", "s1", ("s1:0",))]
+    metrics = question_metrics(question, ranked, (1, 2))
+    assert (metrics["session_recall_at_1"], metrics["session_recall_at_2"]) == (0.0, 1.0)
+    assert metrics["turn_recall_at_2"] is None and metrics["hit_at_2"] is None and metrics["mrr"] is None
+    with pytest.raises(ValidationError):
+        question_metrics(question, ranked, ())
+
+
+async def test_limit_keeps_the_first_questions_and_their_conversations():
+    bench = synthetic(size=12)  # two conversations of six questions
+    run = await evaluate(scratch_manager(KeywordSessionRetriever()), bench, ks=(5,), limit=8)
+    assert len(run.questions) == 8 and run.conversations == 2
+    assert [row["question_id"] for row in run.questions] == [q.question_id for _, q in bench.questions()][:8]
+
+
+async def test_frames_quality_runs_the_stacks_retriever_with_typed_columns(tmp_path):
+    from memlab import MemoryStack, StackConfig
+    from memlab.config import EmbeddingConfig, SessionConfig
+
+    config = StackConfig(data_root=tmp_path, session=SessionConfig(retriever="bm25"), embedding=EmbeddingConfig(model="memlab/hashing"))
+    async with MemoryStack.from_config(config) as stack:
+        frame = await stack.frames.quality(_benchmark(), k=KS)
+        questions = await stack.frames.quality(_benchmark(), k=KS, questions=True)
+        assert await stack.session.get_session(session_id="quality:c1") == []  # the stack's own cache is untouched
+    assert list(frame.columns) == list(summary_columns(KS))
+    assert {column: str(dtype) for column, dtype in frame.dtypes.items()} == summary_columns(KS)
+    assert list(frame["retriever"]) == ["bm25"] * 5 and frame["category"].iloc[-1] == "all"
+    assert frame["mrr"].isna().tolist() == [False, False, False, True, False]  # abstention has no MRR
+    assert {column: str(dtype) for column, dtype in questions.dtypes.items()} == question_columns(KS)
+    assert len(questions) == 4 and questions["first_gold_rank"].isna().sum() == 1
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+
+def _longmemeval(tmp_path):
+    items = [
+        {
+            "question_id": "q-ku",
+            "question_type": "knowledge-update",
+            "question": "Where do I live now?",
+            "answer": "Porto",
+            "haystack_session_ids": ["a2", "a1"],
+            "haystack_dates": ["2023/05/20 (Sat) 02:21", "2023/04/02 (Sun) 18:30"],
+            "haystack_sessions": [
+                [{"role": "user", "content": "We moved to Porto, I live there now.", "has_answer": True}, {"role": "assistant", "content": "Nice!"}],
+                [{"role": "user", "content": "Hi"}, {"role": "user", "content": "I live in Lisbon.", "has_answer": True}],
+            ],
+            "answer_session_ids": ["a1", "a2"],
+        },
+        {
+            "question_id": "q-ms_abs",
+            "question_type": "multi-session",
+            "question": "How many boats do I own?",
+            "answer": 0,
+            "haystack_session_ids": ["s1"],
+            "haystack_dates": ["2023/01/01 (Sun) 08:00"],
+            "haystack_sessions": [[{"role": "user", "content": "I like trains."}]],
+            "answer_session_ids": ["s1"],
+        },
+    ]
+    path = tmp_path / "longmemeval.json"
+    path.write_text(json.dumps(items))
+    return path
+
+
+def _locomo(tmp_path):
+    samples = [
+        {
+            "sample_id": "conv-1",
+            "conversation": {
+                "speaker_a": "Caroline",
+                "speaker_b": "Melanie",
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": [
+                    {"speaker": "Caroline", "dia_id": "D1:1", "text": "I went to a support group yesterday."},
+                    {"speaker": "Melanie", "dia_id": "D1:2", "text": "That's great!"},
+                    {"speaker": "Caroline", "dia_id": "D1:3", "text": "I paint on weekends."},
+                ],
+                "session_2_date_time": "10:31 am on 13 October, 2023",
+                "session_2": [{"speaker": "Melanie", "dia_id": "D2:1", "text": "I ran a charity race."}],
+            },
+            "qa": [
+                {"question": "When did Melanie run a charity race?", "answer": "October 2023", "evidence": ["D2:1"], "category": 2},
+                {"question": "What does Caroline paint on weekends?", "answer": "art", "evidence": ["D1:3"], "category": 4},
+                {"question": "What did Melanie paint?", "adversarial_answer": "a sunset", "evidence": ["D1:2"], "category": 5},
+            ],
+        }
+    ]
+    path = tmp_path / "locomo10.json"
+    path.write_text(json.dumps(samples))
+    return path
+
+
+def test_cli_runs_the_synthetic_benchmark_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "quality.json"
+    argv = ["bench", "quality", "--dataset", "synthetic:3", "--retrievers", "keyword,bm25", "--limit", "12", "--k", "5,10"]
+    assert main([*argv, "--scale", "60", "--scale-queries", "5", "--quiet", "--json", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "best session recall@5" in table and ("PASS" in table or "MISS" in table)
+    document = json.loads(out.read_text())
+    overall = [row for row in document["rows"] if row["category"] == "all"]
+    assert [row["retriever"] for row in overall] == ["keyword", "bm25"] and all(row["questions"] == 12 for row in overall)
+    assert len(document["questions"]) == 24 and document["spec"]["benchmark"] == "synthetic-seed3-600"
+    assert [(row["retriever"], row["turns"], row["queries"]) for row in document["scale"]] == [("keyword", 60, 5), ("bm25", 60, 5)]
+    assert all(row["passed"] is None for row in document["scale"])  # the latency targets are for 10,000 turns
+    assert all(isinstance(row["passed"], bool) for row in document["targets"])  # synthetic: judged
+
+
+@pytest.mark.parametrize("kind", ["longmemeval", "locomo"])
+def test_cli_runs_the_public_set_loaders(kind, tmp_path, capsys):
+    path = _longmemeval(tmp_path) if kind == "longmemeval" else _locomo(tmp_path)
+    assert main(["bench", "quality", "--dataset", f"{kind}:{path}", "--retrievers", "keyword,bm25", "--scale", "0", "--quiet", "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert "retriever" in captured.err  # the table went to stderr
+    categories = {row["category"] for row in document["rows"]}
+    if kind == "longmemeval":
+        assert categories == {"knowledge_update", "abstention", "all"}
+        ku = next(row for row in document["questions"] if row["question_id"] == "q-ku" and row["retriever"] == "keyword")
+        assert ku["session_recall_at_5"] == 1.0 and ku["turn_recall_at_5"] == 1.0  # both "live" turns found
+    else:
+        assert categories == {"temporal", "single_session_fact", "abstention", "all"}
+    assert document["scale"] == [] and all(row["passed"] is None for row in document["targets"])  # not synthetic: not judged
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--dataset", "nosuch"],
+        ["--dataset", "synthetic:abc"],
+        ["--dataset", "longmemeval:"],
+        ["--dataset", "locomo:/no/such/locomo10.json"],
+        ["--retrievers", "keyword,nosuch"],
+        ["--k", "0"],
+        ["--k", "five"],
+    ],
+    ids=["unknown", "bad-seed", "no-path", "missing-file", "retriever", "k-zero", "k-word"],
+)
+def test_bad_values_exit_2(argv, capsys):
+    assert main(["bench", "quality", *argv, "--scale", "0", "--limit", "1", "--quiet"]) == 2
+    assert capsys.readouterr().err.startswith("memlab: error:")
+
+
+def test_load_dataset_and_the_scale_haystack():
+    assert load_dataset("synthetic:5").name == "synthetic-seed5-600"
+    with pytest.raises(UsageError, match="synthetic\\[:SEED\\]"):
+        load_dataset("lme:x")
+    exchanges, questions = scale_haystack(1500)
+    assert len(exchanges) == 1500 and questions
+    more, _ = scale_haystack(8000)  # past one default benchmark's exchanges: a larger size is generated
+    assert len(more) == 8000
+
+
+async def test_run_bench_quality_result_converts_to_typed_frames():
+    spec = QualityBenchSpec(retrievers=("keyword",), ks=(5,), scale=0)
+    result = await run_bench_quality(spec, benchmark=_benchmark())
+    frame = to_frame(result)
+    assert str(frame["session_recall_at_5"].dtype) == "Float64" and str(frame["questions"].dtype) == "Int64"
+    assert len(to_frame(result, questions=True)) == 4
+    assert "hand-built" in format_quality_table(result)
+    assert [row["passed"] for row in result["targets"]] == [None, None]  # not synthetic: listed, not judged
