@@ -32,11 +32,12 @@ it executes:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import random
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -275,6 +276,11 @@ def is_retryable(exc: BaseException) -> bool:
     return _sqlstate(exc) in _RETRY_SQLSTATES
 
 
+def is_connection_error(exc: BaseException) -> bool:
+    """True when ``exc`` says the database connection itself failed (not one statement): unreachable, lost, shut down."""
+    return _connection_lost(exc)
+
+
 def _connection_lost(exc: BaseException) -> bool:
     """True when ``exc`` says the connection itself failed (not one statement)."""
     for err in _error_chain(exc):
@@ -473,6 +479,36 @@ class PostgresRunner:
         sql, args = self._statements().bind(name, params)
         status = await self._attempts(lambda lease: lease.driver.execute(sql, *args))
         return int(status.rpartition(" ")[2])
+
+    @contextlib.asynccontextmanager
+    async def advisory_lock(self, key: int, *, timeout: float) -> AsyncIterator[None]:
+        """Hold the session-level advisory lock ``key`` on a connection of its own (not the pool's); ``TimeoutError`` after ``timeout`` s.
+
+        The lock is taken with ``pg_try_advisory_lock`` polled with backoff, so a
+        waiting caller holds no server-side wait; it is released with
+        ``pg_advisory_unlock``, and with the connection if that dies first.
+        """
+        import asyncpg
+
+        if self._engine is None:
+            raise RuntimeError(f"PostgreSQL store {self.display_url} is not open")
+        deadline = time.monotonic() + timeout
+        url = self.url.set(drivername="postgresql")
+        conn = await asyncpg.connect(url.render_as_string(hide_password=False), timeout=min(self.connect_timeout, max(timeout, 0.1)))
+        try:
+            pause = 0.005
+            while not await conn.fetchval("SELECT pg_try_advisory_lock($1::bigint)", key):
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"advisory lock {key} still held after {timeout:g} s")
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.08)
+            try:
+                yield
+            finally:
+                if not conn.is_closed():
+                    await conn.execute("SELECT pg_advisory_unlock($1::bigint)", key)
+        finally:
+            await conn.close()
 
     async def run_ddl(self, fn: Callable[[Any], T]) -> T:
         """Run schema work (``fn(sync_connection)``) through SQLAlchemy and commit."""

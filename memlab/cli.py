@@ -8,6 +8,11 @@
     memlab bench recall [options]    retrieval quality and latency per search type (see memlab.bench.recall)
     memlab bench modes [options]     session-turn latency and LLM cost per analysis mode (see memlab.bench.modes)
     memlab bench cleanup [options]   provenance cleanup time after a one-document delete (see memlab.bench.cleanup)
+    memlab bench usage [options]     what usage tracking adds to a session turn (see memlab.bench.usage)
+    memlab bench serve [options]     the HTTP read API under concurrent clients (see memlab.bench.serve)
+    memlab serve [--host H] [--port P] [--workers N]   the HTTP read API (memlab.api) on the stack from the environment
+    memlab users create-key NAME     a new API key of user NAME (created when no user has that name), printed once
+    memlab users revoke-key KEY      revoke an API key
 """
 
 from __future__ import annotations
@@ -97,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
         "ingest",
         parents=[output],
         help="permanent-memory ingest and vector search",
-        description="remember() of a generated corpus per embedder (documents/s, chunks/s, phase split), then "
+        description="remember() of a generated corpus per embedder (documents/s, chunks/s, phase split), memlab/minilm "
+        "beside a bare onnxruntime session on the same texts (raw ceiling), then "
         "top-k vector search latency of memlab's index beside a plain faiss exact search over the same vectors.",
     )
     ingest.add_argument("--documents", type=_positive_int, default=1000, help="generated documents (default: 1000)")
@@ -108,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--vectors", type=_positive_int, default=100_000, help="vectors in the search index (default: 100000)")
     ingest.add_argument("--dims", type=_names, default=None, help="comma-separated vector dims (default: 256,384)")
     ingest.add_argument("--queries", type=_positive_int, default=200, help="search queries per index (default: 200)")
+    ingest.add_argument(
+        "--embed-texts", type=_int_at_least(0), default=128,
+        help="chunks embedded by memlab/minilm beside its raw onnxruntime ceiling; 0 skips (default: 128)",
+    )
+    ingest.add_argument("--batch-sizes", type=_names, default=None, help="comma-separated batch sizes of the raw ceiling (default: 8,16,32,64)")
+    ingest.add_argument("--embed-repeats", type=_positive_int, default=3, help="timed passes per runner in that comparison (default: 3)")
 
     recall = benches.add_parser(
         "recall",
@@ -146,7 +158,87 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.add_argument("--contaminated", type=_positive_int, default=100, help="turns citing the deleted node (default: 100)")
     cleanup.add_argument("--repeats", type=_positive_int, default=5, help="fresh sessions per timing (default: 5)")
     cleanup.add_argument("--backends", type=_names, default=None, help="comma-separated backends (default: memory,sqlite,fs,redis,postgres)")
+    usage = benches.add_parser(
+        "usage",
+        parents=[output],
+        help="what usage tracking adds to a session turn",
+        description="The same seeded conversation through search() on two stacks (sqlite cache, offline LLM), one recording "
+        "usage and one not, taking turns: median wall-clock per turn, the difference, and the recording write timed alone.",
+    )
+    usage.add_argument("--turns", type=_positive_int, default=200, help="turns on each stack (default: 200)")
+    usage.add_argument("--latency-ms", type=float, default=0.0, help="simulated latency per offline LLM call, ms (default: 0)")
+    usage.add_argument("--embedder", default="memlab/hashing", help="embedding model (default: memlab/hashing)")
+
+    quality = benches.add_parser(
+        "quality",
+        parents=[output],
+        help="session-retriever quality and latency on a conversational benchmark",
+        description="Each conversation of the benchmark written as one memlab session (one turn per user/assistant "
+        "exchange) on a fresh stack per session retriever, every question searched once: session recall@k, turn "
+        "recall@k, hit@k, MRR per category and overall (abstention questions apart: their no-result rate), p50/p95 "
+        "search latency, cold start, ingest per turn; then search p50/p95 on one --scale-turn session. "
+        "Targets judged: best session recall@5 >= 0.90 and >= 0.15 over keyword (synthetic), bm25 p50 <= 2 ms and "
+        "hybrid p50 <= 25 ms on 10,000 turns.",
+    )
+    quality.add_argument(
+        "--dataset", default="synthetic", help="synthetic[:SEED] (600 seeded questions), longmemeval:PATH or locomo:PATH (default: synthetic)"
+    )
+    quality.add_argument("--retrievers", type=_names, default=None, help="comma-separated session retrievers (default: keyword,bm25,vector,hybrid)")
+    quality.add_argument("--k", type=_names, default=None, help="comma-separated cut-offs (default: 5,10)")
+    quality.add_argument("--limit", type=_positive_int, default=None, help="at most N questions, for quick runs (default: all)")
+    quality.add_argument("--embedder", default="memlab/minilm", help="EMBEDDING_MODEL of vector/hybrid (default: memlab/minilm)")
+    quality.add_argument("--scale", type=_int_at_least(0), default=10_000, help="turns of the one-session latency run; 0 skips (default: 10000)")
+    quality.add_argument("--scale-queries", type=_positive_int, default=200, help="timed searches in the scale run (default: 200)")
+
+    serve_bench = benches.add_parser(
+        "serve",
+        parents=[output],
+        help="the HTTP read API under concurrent clients",
+        description="Start 'memlab serve --workers N' as a subprocess on a fresh data root (PostgreSQL metadata when "
+        "MEMLAB_TEST_POSTGRES_URL is set, Redis cache when MEMLAB_TEST_REDIS_URL is set, else SQLite), seed it through the "
+        "Python API, then run one client and then --clients concurrent ones (--turn-clients of them writing turns with "
+        "stack.search) over the four /api/v1/sessions endpoints: requests/s, turns/s, p50/p95/p99 per endpoint and "
+        "overall beside the single-client p95, errors (target 0), cold start.",
+    )
+    serve_bench.add_argument("--workers", type=_positive_int, default=2, help="server worker processes (default: 2)")
+    serve_bench.add_argument("--clients", type=_positive_int, default=16, help="concurrent clients (default: 16)")
+    serve_bench.add_argument("--turn-clients", type=_int_at_least(0), default=2, help="of them, clients writing turns through the Python API (default: 2)")
+    serve_bench.add_argument("--seconds", type=float, default=20.0, help="length of the concurrent phase (default: 20)")
+    serve_bench.add_argument("--single-seconds", type=float, default=5.0, help="length of the single-client phase before it (default: 5)")
+    serve_bench.add_argument("--sessions", type=_positive_int, default=200, help="sessions seeded before the server starts (default: 200)")
+
+    serve = commands.add_parser(
+        "serve",
+        help="the HTTP read API",
+        description="Serve the HTTP read API (GET /api/v1/sessions..., /healthz; see memlab.api) with uvicorn, on the stack "
+        "built from the environment (MEMLAB_DATA_ROOT, CACHE_BACKEND, ...). Callers authenticate with "
+        "'Authorization: Bearer <key>' (keys from 'memlab users create-key'). Needs memlab[api].",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8000, help="port to bind (default: 8000)")
+    serve.add_argument("--workers", type=_positive_int, default=1, help="worker processes, each with its own stack (default: 1)")
+
+    users = commands.add_parser("users", help="users and API keys", description="Users and API keys of the stack from the environment.")
+    users.set_defaults(print_help=users.print_help)
+    user_commands = users.add_subparsers(dest="users", metavar="ACTION")
+    create_key = user_commands.add_parser(
+        "create-key",
+        help="a new API key of a user, printed once",
+        description="Create an API key of the user NAME and print it on stdout (only its SHA-256 is stored: it cannot be shown "
+        "again). NAME is a user name or a user id; a name no user has creates that user (said on stderr); a name several "
+        "users share is refused: pass the id.",
+    )
+    create_key.add_argument("name", metavar="NAME", help="user name or id")
+    revoke_key = user_commands.add_parser("revoke-key", help="revoke an API key", description="Revoke an API key; exit 1 when it is unknown or already revoked.")
+    revoke_key.add_argument("key", metavar="KEY")
     return parser
+
+
+def _port(text: str) -> int:
+    port = _int_at_least(0)(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"must be <= 65535, got {port}")
+    return port
 
 
 def _progress(args: argparse.Namespace):
@@ -222,6 +314,12 @@ def _bench_ingest(args: argparse.Namespace) -> int:
         dims = tuple(int(dim) for dim in args.dims) if args.dims else (256, 384)
     except ValueError:
         raise UsageError(f"--dims must be integers, got {','.join(args.dims)!r}") from None
+    try:
+        batch_sizes = tuple(int(size) for size in args.batch_sizes) if args.batch_sizes else (8, 16, 32, 64)
+    except ValueError:
+        raise UsageError(f"--batch-sizes must be integers, got {','.join(args.batch_sizes)!r}") from None
+    if min(batch_sizes) < 1:
+        raise UsageError(f"--batch-sizes must be positive, got {','.join(map(str, batch_sizes))!r}")
     spec = IngestBenchSpec(
         documents=args.documents,
         words=args.words,
@@ -229,6 +327,9 @@ def _bench_ingest(args: argparse.Namespace) -> int:
         vectors=args.vectors,
         dims=dims,
         queries=args.queries,
+        embed_texts=args.embed_texts,
+        ceiling_batch_sizes=batch_sizes,
+        embed_repeats=args.embed_repeats,
     )
     progress = _progress(args)
     rows = asyncio.run(run_bench_ingest(spec, progress=progress))
@@ -284,6 +385,121 @@ def _bench_cleanup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_quality(args: argparse.Namespace) -> int:
+    from memlab.bench.quality import RETRIEVERS, QualityBenchSpec, format_quality_table, run_bench_quality
+
+    try:
+        ks = tuple(int(k) for k in args.k) if args.k else (5, 10)
+    except ValueError:
+        raise UsageError(f"--k takes comma-separated integers, got {','.join(args.k)!r}") from None
+    spec = QualityBenchSpec(
+        dataset=args.dataset,
+        retrievers=args.retrievers or RETRIEVERS,
+        ks=ks,
+        limit=args.limit,
+        embedder=args.embedder,
+        scale=args.scale,
+        scale_queries=args.scale_queries,
+    )
+    result = asyncio.run(run_bench_quality(spec, progress=_progress(args)))
+    _print_table(args, format_quality_table(result))
+    _write_json(args, result)
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from memlab.config import StackConfig
+
+    StackConfig.from_env()  # a bad environment is a usage error before the server starts
+    try:
+        from memlab.api import serve
+    except ImportError as exc:
+        print(f"memlab: error: {exc}", file=sys.stderr)
+        return 1
+    serve(host=args.host, port=args.port, workers=args.workers)
+    return 0
+
+
+async def _key_owner(stack: Any, name: str) -> Any:
+    """The user ``name`` names: a user id, the one user of that name, or a new user of that name."""
+    import uuid
+
+    try:
+        found = await stack.users.get(uuid.UUID(name))
+    except ValueError:
+        found = None
+    if found is not None:
+        return found
+    named = await stack.users.by_name(name)
+    if len(named) > 1:
+        ids = ", ".join(str(user.id) for user in named)
+        raise UsageError(f"{len(named)} users are called {name!r} ({ids}); pass the id of one")
+    if named:
+        return named[0]
+    if name == "default_user":
+        return await stack.users.default()
+    user = await stack.users.create(name)
+    print(f"memlab: created user {user.name!r} ({user.id})", file=sys.stderr)
+    return user
+
+
+def _users_create_key(args: argparse.Namespace) -> int:
+    from memlab.stack import MemoryStack
+
+    async def go() -> str:
+        async with MemoryStack.from_env() as stack:
+            owner = await _key_owner(stack, args.name)
+            key = await stack.users.create_api_key(owner)
+            print(f"memlab: API key of {owner.name!r} ({owner.id}); it is shown only now", file=sys.stderr)
+            return key
+
+    print(asyncio.run(go()))
+    return 0
+
+
+def _users_revoke_key(args: argparse.Namespace) -> int:
+    from memlab.stack import MemoryStack
+
+    async def go() -> bool:
+        async with MemoryStack.from_env() as stack:
+            return await stack.users.revoke_api_key(args.key)
+
+    if asyncio.run(go()):
+        print("memlab: key revoked", file=sys.stderr)
+        return 0
+    print("memlab: error: no live key matches", file=sys.stderr)
+    return 1
+
+
+def _bench_usage(args: argparse.Namespace) -> int:
+    from memlab.bench.usage import UsageBenchSpec, format_usage_table, run_bench_usage
+
+    if not 0 <= args.latency_ms < float("inf"):
+        raise UsageError(f"--latency-ms must be a number >= 0, got {args.latency_ms:g}")
+    spec = UsageBenchSpec(turns=args.turns, latency_ms=args.latency_ms, embedder=args.embedder)
+    rows = asyncio.run(run_bench_usage(spec, progress=_progress(args)))
+    _print_table(args, format_usage_table(rows, spec))
+    _write_json(args, {"rows": rows})
+    return 0
+
+
+def _bench_serve(args: argparse.Namespace) -> int:
+    from memlab.bench.serve import ServeBenchSpec, format_serve_table, run_bench_serve
+
+    spec = ServeBenchSpec(
+        workers=args.workers,
+        clients=args.clients,
+        turn_clients=args.turn_clients,
+        seconds=args.seconds,
+        single_seconds=args.single_seconds,
+        sessions=args.sessions,
+    )
+    result = asyncio.run(run_bench_serve(spec, progress=_progress(args)))
+    _print_table(args, format_serve_table(result))
+    _write_json(args, result)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``memlab`` command; returns the exit status.
 
@@ -308,6 +524,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _bench_modes(args)
         if args.command == "bench" and args.bench == "cleanup":
             return _bench_cleanup(args)
+        if args.command == "bench" and args.bench == "usage":
+            return _bench_usage(args)
+        if args.command == "bench" and args.bench == "quality":
+            return _bench_quality(args)
+        if args.command == "bench" and args.bench == "serve":
+            return _bench_serve(args)
+        if args.command == "serve":
+            return _serve(args)
+        if args.command == "users" and args.users == "create-key":
+            return _users_create_key(args)
+        if args.command == "users" and args.users == "revoke-key":
+            return _users_revoke_key(args)
     except (ValidationError, ConfigError) as exc:  # UsageError is a ValidationError
         print(f"memlab: error: {exc}", file=sys.stderr)
         return 2

@@ -14,8 +14,10 @@ errors (sqlite3, redis, asyncpg, ...) are wrapped, never raised bare::
     │   └── UsageError                       a command-line argument is wrong (the CLI exits with 2)
     ├── PermissionDeniedError(PermissionError)  the user may not read / write that dataset; nothing leaked
     ├── BackendError(RuntimeError)           a store failed; the message names the backend, never a secret
-    │   └── CacheConnectionError             the session cache could not be reached or answered wrongly
-    │       └── MigrationError               the cache schema cannot be brought to this memlab's head
+    │   ├── CacheConnectionError             the session cache could not be reached or answered wrongly
+    │   │   └── MigrationError               the cache schema cannot be brought to this memlab's head
+    │   ├── SnapshotConflict                 another process committed a dataset's snapshot first (retried inside memlab)
+    │   └── SessionLockTimeout               a session's turn lock stayed held by another process past the timeout
     ├── LLMError(RuntimeError)               litellm or the provider failed; the original error is __cause__
     │   └── DistillationCallsFailedError     curator / writer calls of a session distillation failed (``result``: the partial run)
     ├── EmbeddingError(RuntimeError)         an embedder could not load, verify or call its model
@@ -43,6 +45,8 @@ __all__ = [
     "LLMError",
     "MemlabError",
     "MigrationError",
+    "SessionLockTimeout",
+    "SnapshotConflict",
     "PermissionDeniedError",
     "SessionDistillationError",
     "SessionParameterValidationError",
@@ -93,6 +97,14 @@ class BackendError(MemlabError, RuntimeError):
 
 class CacheConnectionError(BackendError):
     """The session cache could not be reached, or it answered with something unusable."""
+
+
+class SnapshotConflict(BackendError):
+    """A dataset's shared snapshot changed since it was loaded; the writer reloads and applies its change again."""
+
+
+class SessionLockTimeout(BackendError):
+    """Another process held the session's turn lock longer than the timeout (``SESSION_TURN_LOCK_TIMEOUT_SECONDS``)."""
 
 
 class StackStateError(MemlabError, RuntimeError):

@@ -7,13 +7,15 @@ and its revisions must build the same schema (``tests/test_migrations.py``).
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import Boolean, Column, Float, ForeignKey, Index, Integer, LargeBinary, MetaData, String, Table, Text
 
 __all__ = [
     "api_keys",
     "data",
     "dataset_permissions",
     "datasets",
+    "graph_snapshot_files",
+    "graph_snapshots",
     "metadata",
     "pipeline_runs",
     "session_model_usage",
@@ -33,7 +35,13 @@ users = Table(
     Column("created_at", String(40), nullable=False),
 )
 # at most one default user, even when two processes race to create it
-Index("ux_users_default", users.c.is_default, unique=True, sqlite_where=users.c.is_default.is_(True))
+Index(
+    "ux_users_default",
+    users.c.is_default,
+    unique=True,
+    sqlite_where=users.c.is_default.is_(True),
+    postgresql_where=users.c.is_default.is_(True),
+)
 
 datasets = Table(
     "datasets",
@@ -133,4 +141,23 @@ api_keys = Table(
     Column("created_at", String(40), nullable=False),
     Column("revoked_at", String(40), nullable=True),
     Index("ix_api_keys_user", "user_id"),
+)
+
+# permanent memory shared through the metadata database (MEMLAB_DB_URL on PostgreSQL; see memlab.graph.PostgresSnapshots)
+graph_snapshots = Table(
+    "graph_snapshots",
+    metadata,
+    Column("dataset_id", String(36), primary_key=True),
+    Column("version", Integer, nullable=False),
+    Column("token", String(36), nullable=False),
+    Column("updated_at", String(40), nullable=False),
+)
+
+graph_snapshot_files = Table(
+    "graph_snapshot_files",
+    metadata,
+    Column("dataset_id", String(36), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("name", String(255), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
 )

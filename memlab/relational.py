@@ -19,7 +19,7 @@ from pathlib import Path
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from sqlalchemy import (
     String,
@@ -38,8 +38,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql import ClauseElement
 
-from memlab._sqlrun import DB, SQLiteRunner, is_integrity_error
-from memlab.exceptions import StackStateError, ValidationError
+from memlab._sqlrun import DB, PostgresRunner, SQLiteRunner, is_connection_error, is_integrity_error, resolve_url
+from memlab.exceptions import BackendError, ConfigError, MemlabError, StackStateError, ValidationError
 from memlab.metadata_tables import (
     api_keys,
     data,
@@ -86,22 +86,65 @@ _RECORD_COLS = (
     session_records.c.last_activity_at,
     session_records.c.ended_at,
 )
-_touch = sqlite_insert(session_records).values(
-    session_id=bindparam("session_id"),
-    user_id=bindparam("user_id"),
-    dataset_id=bindparam("dataset_id"),
-    status="running",
-    started_at=bindparam("now"),
-    last_activity_at=bindparam("now"),
-    tokens_in=0,
-    tokens_out=0,
-    cost_usd=0.0,
-    embedding_tokens=0,
-    embedding_cost_usd=0.0,
-    error_count=0,
-    unpriced_tokens_in=0,
-    unpriced_tokens_out=0,
-)
+
+
+def _session_touch(insert: Callable[..., Any]) -> ClauseElement:
+    """Create a ``running`` record, or (a running one only: terminal rows are frozen) bump it and back-fill its dataset."""
+    touch = insert(session_records).values(
+        session_id=bindparam("session_id"),
+        user_id=bindparam("user_id"),
+        dataset_id=bindparam("dataset_id"),
+        status="running",
+        started_at=bindparam("now"),
+        last_activity_at=bindparam("now"),
+        tokens_in=0,
+        tokens_out=0,
+        cost_usd=0.0,
+        embedding_tokens=0,
+        embedding_cost_usd=0.0,
+        error_count=0,
+        unpriced_tokens_in=0,
+        unpriced_tokens_out=0,
+    )
+    return touch.on_conflict_do_update(
+        index_elements=[session_records.c.session_id, session_records.c.user_id],
+        set_={
+            "last_activity_at": touch.excluded.last_activity_at,
+            "dataset_id": func.coalesce(session_records.c.dataset_id, touch.excluded.dataset_id),
+        },
+        where=session_records.c.status == "running",
+    )
+
+
+def _data_insert(insert: Callable[..., Any]) -> ClauseElement:
+    """Store a document; one whose content hash the dataset already holds is skipped (two writers may race on PostgreSQL)."""
+    return (
+        insert(data)
+        .values(
+            id=bindparam("id"),
+            dataset_id=bindparam("dataset_id"),
+            name=bindparam("name"),
+            source=bindparam("source"),
+            extension=bindparam("extension"),
+            content_hash=bindparam("content_hash"),
+            size_bytes=bindparam("size_bytes"),
+            tags=bindparam("tags"),
+            text=bindparam("text"),
+            created_at=bindparam("created_at"),
+        )
+        .on_conflict_do_nothing()
+    )
+
+
+def _permission_insert(insert: Callable[..., Any]) -> ClauseElement:
+    """Grant a permission; granting it again changes nothing."""
+    return (
+        insert(dataset_permissions)
+        .values(dataset_id=bindparam("dataset_id"), user_id=bindparam("user_id"), permission=bindparam("permission"))
+        .on_conflict_do_nothing()
+    )
+
+
 #: content hashes per ``data_by_hashes`` query (statements are compiled once, so the IN list has a fixed size)
 _HASH_CHUNK = 100
 _building = (pipeline_runs.c.dataset_id == bindparam("dataset_id"), pipeline_runs.c.pipeline_name != bindparam("staging"))
@@ -127,25 +170,12 @@ STATEMENTS: dict[str, ClauseElement] = {
     .where(dataset_permissions.c.user_id == bindparam("user_id"), dataset_permissions.c.permission == bindparam("permission"))
     .order_by(datasets.c.created_at),
     "dataset_delete": delete(datasets).where(datasets.c.id == bindparam("id")),
-    "permission_insert": dataset_permissions.insert()
-    .values(dataset_id=bindparam("dataset_id"), user_id=bindparam("user_id"), permission=bindparam("permission"))
-    .prefix_with("OR IGNORE", dialect="sqlite"),
+    "permission_insert": _permission_insert(sqlite_insert),
     "permissions_of": select(dataset_permissions.c.permission).where(
         dataset_permissions.c.dataset_id == bindparam("dataset_id"), dataset_permissions.c.user_id == bindparam("user_id")
     ),
     "permissions_delete": delete(dataset_permissions).where(dataset_permissions.c.dataset_id == bindparam("dataset_id")),
-    "data_insert": data.insert().values(
-        id=bindparam("id"),
-        dataset_id=bindparam("dataset_id"),
-        name=bindparam("name"),
-        source=bindparam("source"),
-        extension=bindparam("extension"),
-        content_hash=bindparam("content_hash"),
-        size_bytes=bindparam("size_bytes"),
-        tags=bindparam("tags"),
-        text=bindparam("text"),
-        created_at=bindparam("created_at"),
-    ),
+    "data_insert": _data_insert(sqlite_insert),
     "data_by_hash": select(data.c.id).where(data.c.dataset_id == bindparam("dataset_id"), data.c.content_hash == bindparam("content_hash")),
     "data_by_hashes": select(data.c.content_hash, data.c.id).where(
         data.c.dataset_id == bindparam("dataset_id"), data.c.content_hash.in_([bindparam(f"h{i}") for i in range(_HASH_CHUNK)])
@@ -185,14 +215,7 @@ STATEMENTS: dict[str, ClauseElement] = {
     .order_by(pipeline_runs.c.started_at, pipeline_runs.c.id),
     "runs_delete": delete(pipeline_runs).where(pipeline_runs.c.dataset_id == bindparam("dataset_id")),
     # a terminal row is frozen: only a running one is touched, and a missing dataset_id is back-filled
-    "session_touch": _touch.on_conflict_do_update(
-        index_elements=[session_records.c.session_id, session_records.c.user_id],
-        set_={
-            "last_activity_at": _touch.excluded.last_activity_at,
-            "dataset_id": func.coalesce(session_records.c.dataset_id, _touch.excluded.dataset_id),
-        },
-        where=session_records.c.status == "running",
-    ),
+    "session_touch": _session_touch(sqlite_insert),
     "sessions_of_dataset": select(*_RECORD_COLS)
     .where(or_(session_records.c.dataset_id == bindparam("dataset_id"), session_records.c.session_id == bindparam("default_name")))
     .order_by(session_records.c.started_at, session_records.c.user_id, session_records.c.session_id),
@@ -290,18 +313,38 @@ _model_cols = (
     session_model_usage.c.usage_source,
     session_model_usage.c.updated_at,
 )
-_usage_upsert = sqlite_insert(session_model_usage).values(
-    session_id=bindparam("session_id"),
-    user_id=bindparam("user_id"),
-    model=bindparam("model"),
-    kind=bindparam("kind"),
-    calls=bindparam("calls"),
-    tokens_in=bindparam("tokens_in"),
-    tokens_out=bindparam("tokens_out"),
-    cost_usd=bindparam("cost_usd"),
-    usage_source=bindparam("usage_source"),
-    updated_at=bindparam("now"),
-)
+
+
+def _model_upsert(insert: Callable[..., Any]) -> ClauseElement:
+    """Add calls to a (session, user, model, kind) row; its cost stays NULL (unpriced) once any call was unpriced."""
+    row = insert(session_model_usage).values(
+        session_id=bindparam("session_id"),
+        user_id=bindparam("user_id"),
+        model=bindparam("model"),
+        kind=bindparam("kind"),
+        calls=bindparam("calls"),
+        tokens_in=bindparam("tokens_in"),
+        tokens_out=bindparam("tokens_out"),
+        cost_usd=bindparam("cost_usd"),
+        usage_source=bindparam("usage_source"),
+        updated_at=bindparam("now"),
+    )
+    return row.on_conflict_do_update(
+        index_elements=[session_model_usage.c.session_id, session_model_usage.c.user_id, session_model_usage.c.model, session_model_usage.c.kind],
+        set_={
+            "calls": session_model_usage.c.calls + row.excluded.calls,
+            "tokens_in": session_model_usage.c.tokens_in + row.excluded.tokens_in,
+            "tokens_out": session_model_usage.c.tokens_out + row.excluded.tokens_out,
+            "cost_usd": session_model_usage.c.cost_usd + row.excluded.cost_usd,
+            "usage_source": case(
+                (session_model_usage.c.usage_source == row.excluded.usage_source, session_model_usage.c.usage_source),
+                else_="mixed",
+            ),
+            "updated_at": row.excluded.updated_at,
+        },
+    )
+
+
 _joined = session_model_usage.join(
     session_records,
     and_(session_model_usage.c.session_id == session_records.c.session_id, session_model_usage.c.user_id == session_records.c.user_id),
@@ -363,25 +406,27 @@ STATEMENTS.update(
             error_count=session_records.c.error_count + bindparam("add_errors"),
             last_model=func.coalesce(bindparam("model", type_=Text), session_records.c.last_model),
         ),
-        "usage_model_upsert": _usage_upsert.on_conflict_do_update(
-            index_elements=[session_model_usage.c.session_id, session_model_usage.c.user_id, session_model_usage.c.model, session_model_usage.c.kind],
-            set_={
-                "calls": session_model_usage.c.calls + _usage_upsert.excluded.calls,
-                "tokens_in": session_model_usage.c.tokens_in + _usage_upsert.excluded.tokens_in,
-                "tokens_out": session_model_usage.c.tokens_out + _usage_upsert.excluded.tokens_out,
-                "cost_usd": session_model_usage.c.cost_usd + _usage_upsert.excluded.cost_usd,
-                "usage_source": case(
-                    (session_model_usage.c.usage_source == _usage_upsert.excluded.usage_source, session_model_usage.c.usage_source),
-                    else_="mixed",
-                ),
-                "updated_at": _usage_upsert.excluded.updated_at,
-            },
-        ),
+        "usage_model_upsert": _model_upsert(sqlite_insert),
         "session_end": update(session_records)
         .where(session_records.c.session_id == bindparam("session_id"), session_records.c.user_id == bindparam("user_id"))
         .values(status=bindparam("new_status"), ended_at=bindparam("now")),
     }
 )
+
+
+def statements_for(dialect: str) -> dict[str, ClauseElement]:
+    """:data:`STATEMENTS` for ``dialect`` (``sqlite`` | ``postgresql``): the upserts built with that dialect's ``insert``."""
+    if dialect == "sqlite":
+        return STATEMENTS
+    from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+    return {
+        **STATEMENTS,
+        "session_touch": _session_touch(pg_insert),
+        "permission_insert": _permission_insert(pg_insert),
+        "data_insert": _data_insert(pg_insert),
+        "usage_model_upsert": _model_upsert(pg_insert),
+    }
 
 
 def _when(value: str) -> datetime:
@@ -503,16 +548,49 @@ def _create_schema(connection) -> None:
 
 
 class RelationalStore:
-    """Users and datasets in SQLite."""
+    """memlab's metadata: in SQLite at ``path`` (the data root's ``memlab.db``), or in the database at ``url``.
 
-    def __init__(self, path: Path, clock) -> None:
-        self.path = Path(path)
+    ``url`` (``MEMLAB_DB_URL``): ``postgresql+asyncpg://...`` shares users, datasets,
+    grants, documents, runs, session records and API keys among every stack pointed at
+    it; a ``sqlite:///path`` URL is the same as ``path``. Open brings the schema to head
+    (:data:`memlab.migrations.METADATA`). A database that cannot be reached raises
+    :class:`~memlab.exceptions.BackendError` naming it (never its password), at open and
+    on any later call; the next call reconnects once it is back.
+    """
+
+    def __init__(self, path: Path | None, clock, *, url: str | None = None) -> None:
+        if path is None and url is None:
+            raise ValueError("give the metadata database a path or a url")
+        self.path = Path(path) if path is not None else None
+        self.url = url
         self.clock = clock
-        self._runner: SQLiteRunner | None = None
+        self._runner: SQLiteRunner | PostgresRunner | None = None
+        self.where = str(self.path) if url is None else resolve_url(url)[1].render_as_string(hide_password=True)
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return "sqlite" if self.url is None else resolve_url(self.url)[0]
+
+    def _new_runner(self) -> SQLiteRunner | PostgresRunner:
+        if self.url is None:
+            assert self.path is not None
+            return SQLiteRunner(self.path, STATEMENTS)
+        dialect, parsed = resolve_url(self.url)
+        if dialect == "sqlite":
+            if not parsed.database:
+                raise ConfigError(f"MEMLAB_DB_URL {self.where!r} names no SQLite database file (use sqlite:///path)")
+            return SQLiteRunner(Path(parsed.database), STATEMENTS)
+        return PostgresRunner(parsed, statements_for("postgresql"), pool_size=4)
 
     async def open(self) -> None:
-        runner = SQLiteRunner(self.path, STATEMENTS)
-        await runner.open()
+        runner = self._new_runner()
+        try:
+            await runner.open()
+        except MemlabError:
+            raise
+        except Exception as exc:
+            raise BackendError(f"metadata database {self.where} unreachable: {self._describe(exc)}") from None
         try:
             await runner.run_ddl(_create_schema)
         except BaseException:
@@ -529,14 +607,30 @@ class RelationalStore:
         """``StackStateError`` unless the store is open."""
         self._open_runner()
 
-    def _open_runner(self) -> SQLiteRunner:
+    def _open_runner(self) -> SQLiteRunner | PostgresRunner:
         """The runner; ``StackStateError`` unless the store is open."""
         if self._runner is None:
-            raise StackStateError(f"the metadata store {self.path} is not open; use 'async with stack:' or 'await stack.open()'")
+            raise StackStateError(f"the metadata store {self.where} is not open; use 'async with stack:' or 'await stack.open()'")
         return self._runner
 
+    def _describe(self, exc: BaseException) -> str:
+        """``Type: message`` of a driver error, with the URL's password masked if a driver put it there."""
+        text = f"{type(exc).__name__}: {exc}"
+        if self.url is not None:
+            password = resolve_url(self.url)[1].password
+            if password:
+                text = text.replace(str(password), "***")
+        return text
+
     async def _run(self, fn: Callable[[DB], T], *, write: bool) -> T:
-        return await self._open_runner().run(fn, write=write)
+        try:
+            return await self._open_runner().run(fn, write=write)
+        except MemlabError:
+            raise
+        except Exception as exc:
+            if is_connection_error(exc):
+                raise BackendError(f"metadata database {self.where}: {self._describe(exc)}") from exc
+            raise
 
     # users
     async def create_user(self, name: str, parent_user_id: uuid.UUID | None = None, *, is_default: bool = False) -> User:
@@ -584,7 +678,15 @@ class RelationalStore:
             db.run("dataset_insert", id=row[0], name=name, owner_id=row[2], created_at=row[3])
             return _dataset(row)
 
-        return await self._run(work, write=True)
+        try:
+            return await self._run(work, write=True)
+        except Exception as exc:  # another process created it first (PostgreSQL; SQLite serialises writers)
+            if not is_integrity_error(exc):
+                raise
+            found = await self.get_dataset(owner_id, name)
+            if found is None:
+                raise
+            return found
 
     async def datasets_of_owner(self, owner_id: uuid.UUID) -> list[Dataset]:
         rows = await self._run(lambda db: db.rows("datasets_of_owner", owner_id=str(owner_id)), write=False)

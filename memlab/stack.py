@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memlab._clock import Clock, SystemClock
+from memlab._sqlrun import resolve_url
 from memlab.config import (
     StackConfig,
     build_analysis_mode,
@@ -41,7 +42,7 @@ from memlab.users import Users
 
 if TYPE_CHECKING:
     from memlab.flows.recall import RecallFlows
-    from memlab.graph import PermanentMemory
+    from memlab.graph import PermanentMemory, SnapshotStore
 
 logger = logging.getLogger("memlab.stack")
 
@@ -70,8 +71,9 @@ class MemoryStack:
         self.clock: Clock = clock or SystemClock()
         self.lifecycle = Lifecycle()
         self.cache = build_cache_backend(config, self.clock)
-        self._relational = RelationalStore(Path(config.data_root) / "memlab.db", self.clock)
+        self._relational = RelationalStore(Path(config.data_root) / "memlab.db", self.clock, url=config.db_url)
         self.embedder = build_embedder(config)  # loads nothing until its first use
+        self._chunking = config.graph.chunking(self.embedder.max_tokens)  # (size, overlap): fits the embedder's window
         self.session_manager = SessionManager(
             self.cache,
             default_session_id=config.session.default_session_id,
@@ -137,11 +139,21 @@ class MemoryStack:
             self._relational,
             llm=self.llm,
             embedder=self.embedder,
-            chunk_size=graph.chunk_size,
-            chunk_overlap=graph.chunk_overlap,
+            chunk_size=self._chunking[0],
+            chunk_overlap=self._chunking[1],
             extraction_concurrency=graph.extraction_concurrency,
             on_forget=self._cleaner.after_forget,
+            snapshots=self._snapshots(),
         )
+
+    def _snapshots(self) -> "SnapshotStore":
+        """Local files under the data root; with ``MEMLAB_DB_URL`` on PostgreSQL, that database (shared by every machine)."""
+        from memlab.graph import FileSnapshots, PostgresSnapshots
+
+        url = self.config.db_url
+        if url is not None and resolve_url(url)[0] == "postgresql":
+            return PostgresSnapshots(url)
+        return FileSnapshots(Path(self.config.data_root) / "graph")
 
     def _memory(self) -> "PermanentMemory":
         return self.memory
@@ -216,6 +228,8 @@ class MemoryStack:
         self.lifecycle.state = StackState.CLOSED
         if self.cache is not None:
             await self.cache.close()
+        if "memory" in self.__dict__:  # built: its snapshot store may hold connections
+            await self.memory.snapshots.close()
         await self._relational.close()
 
     @property

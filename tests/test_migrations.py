@@ -11,14 +11,12 @@ import uuid
 
 import pytest
 from sqlalchemy import inspect, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from memlab._sqlrun import resolve_url
 from memlab.cache._sql import SQLCache
 from memlab.migrations import HEAD, REVISIONS, VERSION_TABLE, MigrationError, alembic_config, run_migrations
-from memlab.testing import FakeClock
-from memlab.testing.suppliers import server_url
+from memlab.testing import FakeClock, postgres_database
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.server)])
@@ -27,24 +25,8 @@ async def db_url(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'cache.db'}"
         return
-    import asyncpg
-
-    base = make_url(server_url("MEMLAB_TEST_POSTGRES_URL"))
-    admin_dsn = base.set(drivername="postgresql").render_as_string(hide_password=False)
-    name = f"memlab_mig_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(admin_dsn)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    try:
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        admin = await asyncpg.connect(admin_dsn)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+    async with postgres_database("memlab_mig") as url:
+        yield url
 
 
 async def _sql(url: str, *statements: str, params: list[dict] | None = None):

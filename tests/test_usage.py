@@ -8,7 +8,7 @@ import pytest
 
 from memlab import MemoryStack, ValidationError
 from memlab.config import LLMConfig, SessionConfig
-from memlab.testing import FakeClock, fast_config
+from memlab.testing import FakeClock, fast_config, postgres_database
 
 CURIE = "Marie Curie discovered Polonium in 1898. Marie Curie worked in Paris."
 
@@ -18,9 +18,20 @@ async def clock():
     return FakeClock()
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.server)])
+async def metadata_url(request):
+    """None (memlab.db in the data root) or the URL of a throw-away PostgreSQL metadata database."""
+    if request.param == "sqlite":
+        yield None
+        return
+    async with postgres_database("memlab_usage") as url:
+        yield url
+
+
 @pytest.fixture
-async def stack(tmp_path, clock):
-    async with MemoryStack.from_config(fast_config(tmp_path), clock=clock) as opened:
+async def stack(tmp_path, clock, metadata_url):
+    config = fast_config(tmp_path).model_copy(update={"db_url": metadata_url})
+    async with MemoryStack.from_config(config, clock=clock) as opened:
         await opened.remember(CURIE, dataset="science")
         yield opened
 
@@ -197,7 +208,7 @@ async def test_concurrent_turns_lose_no_usage(stack):
 async def test_a_failing_usage_write_never_fails_the_answer(stack, caplog):
     from memlab.relational import RelationalStore
 
-    stack.usage.recorder.store = RelationalStore(stack._relational.path, stack.clock)  # never opened: every write fails
+    stack.usage.recorder.store = RelationalStore(stack._relational.path, stack.clock, url=stack.config.db_url)  # never opened: every write fails
     [answer] = await stack.search("Who discovered Polonium?", datasets=["science"], session_id="chat")
     assert answer.text and stack.usage.recorder.failures == 1
     assert "usage of session 'chat' could not be recorded" in caplog.text

@@ -35,6 +35,7 @@ throttling.
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
 import logging
 import os
@@ -312,6 +313,17 @@ class CacheBackend(abc.ABC):
     async def prune(self) -> None:
         """Remove everything this backend stores (only memlab's own keys/tables)."""
         await self._call("prune", self._prune)
+
+    def turn_lock(self, user_id: str, session_id: str, *, timeout: float) -> contextlib.AbstractAsyncContextManager[None]:
+        """A lock on (user, session) that holds across processes, for one turn's read-analyse-write.
+
+        Waits at most ``timeout`` seconds, then raises
+        :class:`~memlab.exceptions.SessionLockTimeout`. Backends whose data lives in one
+        process (``memory``) need none and return a no-op; the others lock where their
+        data is shared (a lock file, a PostgreSQL advisory lock, a Redis key).
+        """
+        _session(user_id, session_id)
+        return contextlib.nullcontext()
 
     # -- internals -----------------------------------------------------------------
 

@@ -91,6 +91,7 @@ from typing import Any, TypeVar
 
 import diskcache
 
+from memlab.cache._turn_lock import file_turn_lock
 from memlab.cache._base import CacheBackend, PayloadChange
 from memlab.exceptions import CacheConnectionError, SessionQAEntryValidationError
 
@@ -619,6 +620,11 @@ class DiskCache(CacheBackend):
             return removed
 
         return await self._job(job)
+
+    def turn_lock(self, user_id: str, session_id: str, *, timeout: float):
+        """The session's turn lock: a lock file under ``{directory}/turn-locks`` (every process of this machine)."""
+        super().turn_lock(user_id, session_id, timeout=timeout)  # checks the ids
+        return file_turn_lock(self.path / "turn-locks", user_id, session_id, timeout=timeout)
 
     async def _prune(self):
         def work(con: sqlite3.Connection) -> None:

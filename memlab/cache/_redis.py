@@ -1,17 +1,31 @@
-"""Redis cache backend on ``redis.asyncio``.
+"""Redis cache backend on ``redis.asyncio``, on one Redis server or a Redis Cluster.
 
-Key layout (SPEC §3.1), per session ``{u}:{s}`` = ``{user_id}:{session_id}``:
+Key layout (SPEC §3.1), per session ``<u>:<s>`` = ``<user_id>:<session_id>``:
 
 =================================  ======  ==================================================
-``agent_sessions:{u}:{s}``         list    QA payloads (JSON), append order; RPUSH per turn
-``session_context:{u}:{s}``        hash    context entry id -> payload (JSON)
-``memlab_ctx_order:{u}:{s}``       zset    context entry id, scored by first-insert sequence
-``memlab_qa_index:{u}:{s}``        hash    qa_id -> list position (O(1) lookup and dedupe)
-``memlab_meta:{u}:{s}``            hash    ``qa_epoch qa_exp ctx_seq ctx_exp``
+``agent_sessions:<u>:<s>``         list    QA payloads (JSON), append order; RPUSH per turn
+``session_context:<u>:<s>``        hash    context entry id -> payload (JSON)
+``memlab_ctx_order:<u>:<s>``       zset    context entry id, scored by first-insert sequence
+``memlab_qa_index:<u>:<s>``        hash    qa_id -> list position (O(1) lookup and dedupe)
+``memlab_meta:<u>:<s>``            hash    ``qa_epoch qa_exp ctx_seq ctx_exp``
 =================================  ======  ==================================================
 
 A ``:`` or ``%`` inside an id is percent-escaped (``%3A``, ``%25``) so that
 ``("a:b", "c")`` and ``("a", "b:c")`` stay two sessions; other ids appear verbatim.
+
+**Redis Cluster** (``cluster=True``, ``CACHE_REDIS_CLUSTER=true``): the client is a
+:class:`redis.asyncio.cluster.RedisCluster` and the session part of every key is a
+hash tag, ``agent_sessions:{<u>:<s>}`` and so on, so the five keys of a session
+share one hash slot and each script stays one atomic call on one primary. In this
+layout ``{`` and ``}`` inside an id are percent-escaped too (``%7B``, ``%7D``), so
+an id can neither end the tag early nor start a second one. A plain server keeps
+the layout above (no braces), so data written before cluster support stays
+readable; the two layouts name different keys, so moving a plain server's
+sessions to a cluster means renaming its keys (or starting empty). Atomicity is
+per session, as on one server; nothing spans sessions. :meth:`~RedisCache.sweep`
+and :meth:`~RedisCache.prune` walk every primary the client knows
+(``get_primaries()``, one ``SCAN`` loop per node); a slot that migrates during the
+walk may be missed by that walk. No database but 0, no unix socket.
 
 **TTL.** The logical expiry of each kind (``qa_exp``/``ctx_exp``, integer microseconds
 of :attr:`CacheBackend.clock`) decides liveness, exactly as in ``MemoryCache``. A write
@@ -31,8 +45,8 @@ Python merge between a read script and a compare-and-set script that retries on
 conflict. Appends and reads are O(1) in session length (``RPUSH`` plus an
 index ``HSET``; ``LRANGE -n -1``); deleting a QA turn is O(n) inside its script
 (it shifts the index). :meth:`sweep` and :meth:`prune` walk the keyspace with
-``SCAN``: each session is swept atomically, the walk as a whole is not. The
-scripts touch several keys of one session, so Redis Cluster is not supported.
+``SCAN``: each session is swept atomically, the walk as a whole is not. On a
+cluster, every script touches only keys of one hash slot (see above).
 
 **Shared server.** :meth:`prune` SCANs memlab's key prefixes and UNLINKs them; it
 never runs ``FLUSHDB`` (cognee does), because memlab is one tenant of a Redis that
@@ -48,23 +62,37 @@ default), calls beyond its ``max_connections`` wait for one to finish. A call th
 fails or is cancelled mid-reply drops its connection (redis-py disconnects it), so
 no late reply reaches the next call. Connection failures are not retried by the
 client (a dead server fails fast: 2 s connect timeout, 5 s socket timeout); the next
-call reconnects once the server is back.
+call reconnects once the server is back. The cluster client has no blocking pool:
+at most :data:`POOL_MAX_CONNECTIONS` connections per node, and as many calls at once
+(each holds at most one connection per node), the others wait in the backend. It
+does not retry either (a failover or a primary going down fails the calls on that
+primary's slots with :class:`~memlab.exceptions.CacheConnectionError`; sessions on
+the other primaries keep working); after a connection error it reloads the slot
+map on the next call, so a restarted node is used again as soon as it answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import secrets
 import ssl as _ssl
-from collections.abc import Hashable
+import time
+from collections.abc import AsyncIterator, Hashable
 from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, NamedTuple
 
 try:
     import redis
     import redis.asyncio as aioredis
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
     from redis.commands.core import AsyncScript
     from redis.connection import SSLConnection, UnixDomainSocketConnection, parse_url
+    from redis.exceptions import ClusterDownError, RedisClusterException
+    from redis.retry import Retry as SyncRetry
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("RedisCache needs the redis package: pip install 'memlab[redis]'") from exc
 
@@ -74,10 +102,13 @@ from memlab.exceptions import (
     CacheConnectionError,
     ConfigError,
     MemlabError,
+    SessionLockTimeout,
     SessionQAEntryValidationError,
 )
 
 __all__ = ["RedisCache", "redis_client", "redis_connection_kwargs"]
+
+logger = logging.getLogger("memlab.cache")
 
 QA_PREFIX = "agent_sessions:"
 CONTEXT_PREFIX = "session_context:"
@@ -86,6 +117,12 @@ QA_INDEX_PREFIX = "memlab_qa_index:"
 META_PREFIX = "memlab_meta:"
 #: every prefix memlab writes; prune() deletes exactly these
 PREFIXES = (QA_PREFIX, CONTEXT_PREFIX, CONTEXT_ORDER_PREFIX, QA_INDEX_PREFIX, META_PREFIX)
+#: the key of a session's cross-process turn lock (expires by itself: not pruned)
+TURN_LOCK_PREFIX = "memlab_turn_lock:"
+#: a turn lock's lifetime (ms): a crashed holder blocks its session at most this long
+TURN_LOCK_TTL_MS = 300_000
+#: delete a turn lock only while it holds the caller's token
+_UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 CONNECT_TIMEOUT_SECONDS = 2.0
 SOCKET_TIMEOUT_SECONDS = 5.0
@@ -99,6 +136,8 @@ _EPOCH0 = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICRO = timedelta(microseconds=1)
 _CERT_REQS = {"required": _ssl.CERT_REQUIRED, "optional": _ssl.CERT_OPTIONAL, "none": _ssl.CERT_NONE}
 _URL_OPTIONS = {"host", "port", "db", "username", "password", "ssl_cert_reqs", "client_name"}
+#: the sweep script's text, for the cluster sweep's pipelined EVAL
+_SWEEP_ONE = PRELUDE + SCRIPTS["sweep_one"]
 
 
 def redis_connection_kwargs(
@@ -160,7 +199,26 @@ def redis_connection_kwargs(
     return kwargs
 
 
-def redis_client(connection_kwargs: dict[str, Any]) -> "aioredis.Redis":
+def _cluster_kwargs(connection_kwargs: dict[str, Any], *, sync: bool = False) -> dict[str, Any]:
+    """:func:`redis_connection_kwargs` as keyword arguments of ``RedisCluster`` (async or sync).
+
+    The address is the startup node the client discovers the cluster from. A cluster
+    has only database 0 and no unix sockets (``ConfigError`` otherwise). Cluster-level
+    retries are off, as on one server: a script is not idempotent, and a dead node
+    must fail fast. At most :data:`POOL_MAX_CONNECTIONS` connections per node.
+    """
+    kwargs = dict(connection_kwargs)
+    if "unix_socket_path" in kwargs:
+        raise ConfigError("a Redis Cluster cannot be reached through a unix socket; give host and port")
+    if kwargs.pop("db", 0):
+        raise ConfigError(f"a Redis Cluster has only database 0, got db={connection_kwargs['db']}")
+    kwargs.pop("retry_on_error", None)
+    kwargs["retry"] = (SyncRetry if sync else Retry)(NoBackoff(), 0)
+    kwargs["max_connections"] = POOL_MAX_CONNECTIONS
+    return kwargs
+
+
+def redis_client(connection_kwargs: dict[str, Any], *, cluster: bool = False) -> "aioredis.Redis | RedisCluster":
     """A ``redis.asyncio.Redis`` for :func:`redis_connection_kwargs`, on a blocking pool.
 
     redis-py's default pool raises ``MaxConnectionsError`` as soon as more than its
@@ -168,7 +226,14 @@ def redis_client(connection_kwargs: dict[str, Any]) -> "aioredis.Redis":
     while the server is healthy. A :class:`redis.asyncio.BlockingConnectionPool` of
     :data:`POOL_MAX_CONNECTIONS` makes a call wait for a free connection, at most
     :data:`POOL_WAIT_SECONDS`; only then does it fail. The client owns its pool.
+
+    ``cluster=True``: a :class:`redis.asyncio.cluster.RedisCluster` whose startup node
+    is the given address (:func:`_cluster_kwargs`). It has one small pool
+    per node that raises once full, not a blocking one: a caller running more than
+    :data:`POOL_MAX_CONNECTIONS` calls at once must bound them (``RedisCache`` does).
     """
+    if cluster:
+        return RedisCluster(**_cluster_kwargs(connection_kwargs))
     settings = aioredis.Redis(**connection_kwargs).connection_pool  # redis-py's own translation of the settings
     pool = aioredis.BlockingConnectionPool(
         connection_class=settings.connection_class,
@@ -192,6 +257,21 @@ def _enc(part: Any) -> str:
     if ":" in part or "%" in part:
         return part.replace("%", "%25").replace(":", "%3A")
     return part
+
+
+def _enc_tagged(part: Any) -> str:
+    """:func:`_enc`, and braces escaped too: the id goes inside a cluster hash tag."""
+    part = _enc(part)
+    if "{" in part or "}" in part:
+        return part.replace("{", "%7B").replace("}", "%7D")
+    return part
+
+
+def _session_suffix(user_id: str, session_id: str, *, cluster: bool = False) -> str:
+    """The session part of every key: ``<u>:<s>``, or the hash tag ``{<u>:<s>}`` on a cluster."""
+    if cluster:
+        return "{" + _enc_tagged(user_id) + ":" + _enc_tagged(session_id) + "}"
+    return f"{_enc(user_id)}:{_enc(session_id)}"
 
 
 def _text(value: Any) -> Any:
@@ -237,7 +317,7 @@ class _Scripts:
     delete_session: AsyncScript
     sweep_one: AsyncScript
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: "aioredis.Redis | RedisCluster") -> None:
         def script(name: str) -> AsyncScript:
             return client.register_script(PRELUDE + SCRIPTS[name])
 
@@ -259,9 +339,11 @@ class RedisCache(CacheBackend):
     """Session cache in Redis (``redis.asyncio``); many processes may share one server.
 
     ``url`` (``redis://``, ``rediss://``, ``unix://``) wins over ``host``/``port``/
-    ``username``/``password``/``db``. ``client`` takes a ready ``redis.asyncio.Redis``
-    (or subclass, for example ``fakeredis.aioredis.FakeRedis``); the backend then never
-    closes it.
+    ``username``/``password``/``db``. ``cluster=True`` talks to a Redis Cluster through
+    ``redis.asyncio.cluster.RedisCluster``, the address being a startup node, with the
+    cluster key layout. ``client`` takes a ready ``redis.asyncio.Redis`` (or subclass,
+    for example ``fakeredis.aioredis.FakeRedis``) or ``RedisCluster`` (which implies
+    ``cluster=True``); the backend then never closes it.
     See the module docstring for key layout, TTL and atomicity.
     """
 
@@ -281,24 +363,36 @@ class RedisCache(CacheBackend):
         db: int = 0,
         ssl: bool = False,
         ssl_cert_reqs: str = "required",
+        cluster: bool = False,
         client: Any = None,
         **backend_kwargs: Any,
     ) -> None:
         super().__init__(**backend_kwargs)
-        if client is not None and not isinstance(client, aioredis.Redis):
-            raise ConfigError(f"client must be a redis.asyncio.Redis (or a subclass such as FakeRedis), got {type(client).__name__}")
+        if client is not None and not isinstance(client, (aioredis.Redis, RedisCluster)):
+            raise ConfigError(
+                "client must be a redis.asyncio.Redis (or a subclass such as FakeRedis) or a "
+                f"redis.asyncio.cluster.RedisCluster, got {type(client).__name__}"
+            )
+        if cluster and client is not None and not isinstance(client, RedisCluster):
+            raise ConfigError(f"cluster=True needs a redis.asyncio.cluster.RedisCluster client, got {type(client).__name__}")
         self._conn_kwargs = redis_connection_kwargs(
             url, host=host, port=port, username=username, password=password, db=db, ssl=ssl, ssl_cert_reqs=ssl_cert_reqs
         )
+        self._cluster = bool(cluster) or isinstance(client, RedisCluster)
+        if self._cluster and client is None:
+            _cluster_kwargs(self._conn_kwargs)  # refuse a unix socket or a database but 0 now, not at open
         self._secret = self._conn_kwargs.get("password") or None
-        self._client: aioredis.Redis | None = client
+        self._client: aioredis.Redis | RedisCluster | None = client
         self._owns_client = client is None
         self._injected = client is not None
         self._scripts: _Scripts | None = None
         self._scripts_for: Any = None
-        self._sync: redis.Redis | None = None
+        self._sync: redis.Redis | redis.RedisCluster | None = None
         self._gate: asyncio.Semaphore | None = None
-        if client is not None:
+        if isinstance(client, RedisCluster):
+            node = client.startup_nodes[0] if client.startup_nodes else None
+            self.where = f"{node.host}:{node.port} (cluster)" if node else "<cluster>"
+        elif client is not None:
             pool_kwargs = client.connection_pool.connection_kwargs
             if "host" in pool_kwargs and "port" in pool_kwargs and "server" not in pool_kwargs:
                 self.where = f"{pool_kwargs['host']}:{pool_kwargs['port']}"
@@ -307,15 +401,24 @@ class RedisCache(CacheBackend):
         elif "unix_socket_path" in self._conn_kwargs:
             self.where = f"unix:{self._conn_kwargs['unix_socket_path']}"
         else:
-            self.where = f"{self._conn_kwargs['host']}:{self._conn_kwargs['port']}"
+            self.where = f"{self._conn_kwargs['host']}:{self._conn_kwargs['port']}" + (" (cluster)" if self._cluster else "")
 
     def __repr__(self) -> str:
         return f"RedisCache({self.where}, db={self._conn_kwargs.get('db', 0)}, ttl={self.ttl.name}:{self.ttl.seconds})"
 
+    @property
+    def cluster(self) -> bool:
+        """True when this backend talks to a Redis Cluster (and uses the hash-tagged key layout)."""
+        return self._cluster
+
+    def _session_keys(self, user_id: str, session_id: str) -> _Keys:
+        """The five keys of one session, in this backend's layout (see the module docstring)."""
+        return _Keys.of(_session_suffix(user_id, session_id, cluster=self._cluster))
+
     # -- connections ---------------------------------------------------------------
 
-    def sync_client(self) -> "redis.Redis":
-        """A synchronous ``redis.Redis`` with the same connection settings (TLS included).
+    def sync_client(self) -> "redis.Redis | redis.RedisCluster":
+        """A synchronous ``redis.Redis`` (``redis.RedisCluster`` on a cluster) with the same settings (TLS included).
 
         For admin tasks and tests; created on first use and closed by :meth:`close`.
         Not available when the backend was given a ready ``client``.
@@ -323,12 +426,15 @@ class RedisCache(CacheBackend):
         if self._injected:
             raise ConfigError("sync_client() needs connection settings; this RedisCache was given a ready client")
         if self._sync is None:
-            self._sync = redis.Redis(**self._conn_kwargs)
+            if self._cluster:
+                self._sync = redis.RedisCluster(**_cluster_kwargs(self._conn_kwargs, sync=True))
+            else:
+                self._sync = redis.Redis(**self._conn_kwargs)
         return self._sync
 
-    def _new_client(self) -> "aioredis.Redis":
+    def _new_client(self) -> "aioredis.Redis | RedisCluster":
         """The backend's async client: same settings as :meth:`sync_client` (:func:`redis_client`)."""
-        return redis_client(self._conn_kwargs)
+        return redis_client(self._conn_kwargs, cluster=self._cluster)
 
     async def _open(self) -> None:
         if self._client is None:
@@ -338,6 +444,11 @@ class RedisCache(CacheBackend):
         except BaseException:
             await self._drop_client()
             raise
+        if isinstance(self._client, RedisCluster):
+            # per-node pools that raise once full; a call holds at most one connection per node
+            limit = self._client.connection_kwargs.get("max_connections") or POOL_MAX_CONNECTIONS
+            self._gate = asyncio.Semaphore(limit)
+            return
         pool = self._client.connection_pool
         limit = getattr(pool, "max_connections", None)
         if not isinstance(pool, aioredis.BlockingConnectionPool) and limit:
@@ -355,7 +466,7 @@ class RedisCache(CacheBackend):
             self._scripts = None
             await client.aclose()
 
-    def _open_client(self) -> aioredis.Redis:
+    def _open_client(self) -> "aioredis.Redis | RedisCluster":
         """The client, once the backend is open; ``RuntimeError`` otherwise."""
         client = self._client
         if client is None or not self._opened:
@@ -393,6 +504,10 @@ class RedisCache(CacheBackend):
         tls_on = bool(self._conn_kwargs.get("ssl"))
         if isinstance(exc, redis.AuthenticationError) or "NOAUTH" in text or "WRONGPASS" in text:
             cause = "authentication failed (check the username and password)"
+        elif isinstance(exc, ClusterDownError):
+            cause = "cluster is down (CLUSTERDOWN: a slot has no reachable primary)"
+        elif isinstance(exc, RedisClusterException) and "cannot be connected" in text:
+            cause = "no cluster node reachable"
         elif "CERTIFICATE_VERIFY_FAILED" in text:
             mode = self._conn_kwargs.get("ssl_cert_reqs")
             reqs = next((name for name, value in _CERT_REQS.items() if value == mode), "?")
@@ -409,7 +524,9 @@ class RedisCache(CacheBackend):
             cause = "backend is not open"
         else:
             cause = "command failed"
-        message = f"redis cache at {self.where}: {cause} during {op} ({text})"
+        node = getattr(exc, "connection", None)  # the cluster client tags an error with the node it came from
+        where = f" on node {node.name}" if isinstance(node, ClusterNode) else ""
+        message = f"redis cache at {self.where}: {cause} during {op}{where} ({text})"
         if self._secret:
             message = message.replace(self._secret, "***")
         return message
@@ -431,7 +548,7 @@ class RedisCache(CacheBackend):
 
     async def _append_qa(self, user_id: str, session_id: str, qa_id: str, payload: str, now: datetime) -> None:
         scripts = self._run()
-        k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
+        k = self._session_keys(user_id, session_id)
         args = (_us(now), *self._rule(now), qa_id, payload, _new_epoch())
         if _text(await scripts.append_qa(keys=(k.meta, k.qa, k.qa_index), args=args)) == "dup":
             raise SessionQAEntryValidationError(f"qa_id {qa_id!r} already exists in this session")
@@ -450,10 +567,10 @@ class RedisCache(CacheBackend):
         (a deleted session reads as no rows, as it should).
         """
         client = self._open_client()
-        suffix = f"{_enc(user_id)}:{_enc(session_id)}"
+        k = self._session_keys(user_id, session_id)
         pipe = client.pipeline(transaction=False)
-        pipe.hmget(META_PREFIX + suffix, ("qa_epoch", "qa_exp"))
-        pipe.lrange(QA_PREFIX + suffix, -last_n if last_n else 0, -1)
+        pipe.hmget(k.meta, ("qa_epoch", "qa_exp"))
+        pipe.lrange(k.qa, -last_n if last_n else 0, -1)
         (epoch, expiry), rows = await pipe.execute()
         if epoch is None or (expiry is not None and int(expiry) <= _us(now)):
             return []
@@ -462,7 +579,7 @@ class RedisCache(CacheBackend):
     async def _read_qa_log(
         self, user_id: str, session_id: str, cursor: Hashable | None, now: datetime
     ) -> tuple[Hashable, list[str], bool]:
-        suffix = f"{_enc(user_id)}:{_enc(session_id)}"
+        k = self._session_keys(user_id, session_id)
         epoch, length = "", 0
         if (
             isinstance(cursor, tuple)
@@ -472,7 +589,7 @@ class RedisCache(CacheBackend):
             and cursor[1] >= 0
         ):
             epoch, length = str(cursor[0]), cursor[1]
-        result = await self._run().read_qa_log(keys=(META_PREFIX + suffix, QA_PREFIX + suffix), args=(_us(now), epoch, length))
+        result = await self._run().read_qa_log(keys=(k.meta, k.qa), args=(_us(now), epoch, length))
         if not result:
             return _DEAD_CURSOR, [], True
         new_epoch, size, reset, rows = result
@@ -482,7 +599,7 @@ class RedisCache(CacheBackend):
         self, kind: str, user_id: str, session_id: str, key: str, change: PayloadChange, now: datetime
     ) -> bool:
         scripts = self._run()
-        k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
+        k = self._session_keys(user_id, session_id)
         if kind == "qa":
             get, put, keys, extra = scripts.get_qa, scripts.set_qa, (k.meta, k.qa, k.qa_index), True
         else:
@@ -507,19 +624,19 @@ class RedisCache(CacheBackend):
         return await self._modify("qa", user_id, session_id, qa_id, change, now)
 
     async def _delete_qa(self, user_id: str, session_id: str, qa_id: str, now: datetime) -> bool:
-        k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
+        k = self._session_keys(user_id, session_id)
         args = (_us(now), *self._rule(now), qa_id, _new_epoch())
         return int(await self._run().delete_qa(keys=(k.meta, k.qa, k.qa_index), args=args)) == 1
 
     # -- context ---------------------------------------------------------------------
 
     async def _upsert_context(self, user_id: str, session_id: str, entry_id: str, payload: str, now: datetime) -> None:
-        k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
+        k = self._session_keys(user_id, session_id)
         args = (_us(now), *self._rule(now), entry_id, payload)
         await self._run().upsert_ctx(keys=(k.meta, k.ctx, k.ctx_order), args=args)
 
     async def _read_context(self, user_id: str, session_id: str, now: datetime) -> list[str]:
-        k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
+        k = self._session_keys(user_id, session_id)
         return _texts(await self._run().read_ctx(keys=(k.meta, k.ctx, k.ctx_order), args=(_us(now),)))
 
     async def _modify_context(
@@ -528,14 +645,32 @@ class RedisCache(CacheBackend):
         return await self._modify("context", user_id, session_id, entry_id, change, now)
 
     async def _delete_context(self, user_id: str, session_id: str, entry_id: str, now: datetime) -> bool:
-        k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
+        k = self._session_keys(user_id, session_id)
         return int(await self._run().delete_ctx(keys=(k.meta, k.ctx, k.ctx_order), args=(_us(now), entry_id))) == 1
 
     # -- session / maintenance -----------------------------------------------------------
 
     async def _delete_session(self, user_id: str, session_id: str, now: datetime) -> bool:
-        k = _Keys.of(f"{_enc(user_id)}:{_enc(session_id)}")
+        k = self._session_keys(user_id, session_id)
         return int(await self._run().delete_session(keys=k, args=(_us(now),))) == 1
+
+    async def _scan(self, match: str, count: int) -> AsyncIterator[str]:
+        """Every key matching ``match``: ``SCAN`` on one server; on a cluster, a ``SCAN`` loop on each primary in turn."""
+        client = self._open_client()
+        if not isinstance(client, RedisCluster):
+            async for key in client.scan_iter(match=match, count=count):
+                yield _text(key)
+            return
+        for node in client.get_primaries():
+            cursor = 0
+            while True:
+                reply: Any = await client.scan(cursor, match=match, count=count, target_nodes=node)
+                cursors, keys = reply  # the cluster client answers ({node name: cursor}, keys)
+                for key in keys:
+                    yield _text(key)
+                cursor = cursors[node.name]
+                if not cursor:
+                    break
 
     async def _sweep(self, now: datetime) -> int:
         client = self._open_client()
@@ -545,15 +680,23 @@ class RedisCache(CacheBackend):
         batch: list[str] = []
 
         async def flush() -> int:
-            pipe = client.pipeline(transaction=False)
-            for meta in batch:
-                await scripts.sweep_one(keys=_Keys.of(meta[len(META_PREFIX):]), args=(now_us,), client=pipe)
-            results = await pipe.execute()
+            sessions = [_Keys.of(meta[len(META_PREFIX):]) for meta in batch]
             batch.clear()
-            return sum(int(result) for result in results)
+            if not isinstance(client, RedisCluster):
+                pipe = client.pipeline(transaction=False)
+                for keys in sessions:
+                    await scripts.sweep_one(keys=keys, args=(now_us,), client=pipe)
+                return sum(int(result) for result in await pipe.execute())
+            # a cluster pipeline refuses EVALSHA: it sends the body (EVAL; the server caches the compiled
+            # script), one round trip per primary per batch; each session is still one atomic script
+            cluster_pipe = client.pipeline()
+            for keys in sessions:
+                cluster_pipe.eval(_SWEEP_ONE, len(keys), *keys, now_us)
+            return sum(int(result) for result in await cluster_pipe.execute())
 
-        async for key in client.scan_iter(match=META_PREFIX + "*", count=500):
-            batch.append(_text(key))
+        # on a cluster only hash-tagged sessions: a foreign untagged key would make its script cross slots
+        async for key in self._scan(META_PREFIX + ("{*" if self._cluster else "*"), 500):
+            batch.append(key)
             if len(batch) >= 200:
                 removed += await flush()
         if batch:
@@ -564,13 +707,52 @@ class RedisCache(CacheBackend):
         client = self._open_client()
         for prefix in PREFIXES:
             batch = []
-            async for key in client.scan_iter(match=prefix + "*", count=1000):
+            async for key in self._scan(prefix + "*", 1000):
                 batch.append(key)
                 if len(batch) >= 500:
-                    await client.unlink(*batch)
+                    await client.unlink(*batch)  # a cluster client splits it by slot
                     batch = []
             if batch:
                 await client.unlink(*batch)
+
+    # -- turn lock ---------------------------------------------------------------------
+
+    def turn_lock(self, user_id: str, session_id: str, *, timeout: float):
+        """The session's turn lock across processes: ``SET memlab_turn_lock:<session> <token> NX PX``.
+
+        Polled with backoff until free (at most ``timeout`` s, then
+        :class:`~memlab.exceptions.SessionLockTimeout`); released by a script that
+        deletes the key only while it still holds this holder's token. The key
+        expires after :data:`TURN_LOCK_TTL_MS`, so a crashed holder blocks the
+        session at most that long. On a cluster it shares the session's hash slot.
+        """
+        super().turn_lock(user_id, session_id, timeout=timeout)  # checks the ids
+        return self._turn_lock(TURN_LOCK_PREFIX + _session_suffix(user_id, session_id, cluster=self._cluster), session_id, user_id, timeout)
+
+    @contextlib.asynccontextmanager
+    async def _turn_lock(self, key: str, session_id: str, user_id: str, timeout: float):
+        client = self._open_client()
+        token = secrets.token_hex(16)
+        deadline, pause = time.monotonic() + timeout, 0.005
+        try:
+            while not await client.set(key, token, nx=True, px=TURN_LOCK_TTL_MS):
+                if time.monotonic() >= deadline:
+                    raise SessionLockTimeout(
+                        f"session {session_id!r} of user {user_id}: another process held its turn lock for more than {timeout:g} s"
+                    )
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.08)
+        except SessionLockTimeout:
+            raise
+        except Exception as exc:
+            raise CacheConnectionError(self._describe("turn_lock", exc)) from exc
+        try:
+            yield
+        finally:
+            try:
+                await client.register_script(_UNLOCK)(keys=[key], args=[token])
+            except Exception as exc:  # the key expires by itself; the turn is done
+                logger.warning("redis cache at %s: releasing the turn lock of %r failed: %s", self.where, session_id, exc)
 
 
 def _is_tls_error(exc: BaseException) -> bool:

@@ -23,7 +23,8 @@ search result) holds ``mode`` (what ran), ``requested_mode``, ``fallback_reason`
 ``effective_query``, ``rewrite`` (the rewrite lane's query, None when it did not
 run), ``analysis_error`` (None, or why the analysis failed open), ``lane_error``
 (a failed retrieval lane), ``answered`` (False for a gated turn) and ``guidance_ids``
-(the guidance served to the answer, also stored as ``used_session_context_ids``). The stored
+(the guidance served to the answer, also stored as ``used_session_context_ids``) and
+``history_ids`` (the turns the answer's prompt held as history, oldest first). The stored
 turn carries the same facts flat in ``memify_metadata`` as ``turn_<name>``
 (``turn_answer_calls``, ``turn_analysis_calls``; None values and ``guidance_ids`` omitted), which
 :meth:`memlab.frames.Frames.turns` reads.
@@ -79,6 +80,8 @@ def turn_metadata(record: dict[str, Any]) -> dict[str, Any]:
         "turn_latency_ms": record["latency_ms"],
     }
     metadata.update({f"turn_{name}": record[name] for name in _OPTIONAL_FACTS if record.get(name)})
+    if record.get("history_ids"):
+        metadata["turn_history_ids"] = list(record["history_ids"])
     return metadata
 
 
@@ -123,6 +126,7 @@ class SessionTurn(TurnPort):
             "lane_error": None,
             "answered": None,
             "guidance_ids": [],
+            "history_ids": [],
         }
 
     def note(self, **facts: Any) -> None:
@@ -176,7 +180,8 @@ class SessionTurn(TurnPort):
         """The answer's conversation history: from the turns :meth:`load` read, else read now."""
         manager = self.manager
         if self._history_turns is None:
-            return await manager.get_history(self.user_id, session_id=self.session_id)
+            self._history_turns = await manager.get_session(self.user_id, last_n=HISTORY_LAST_N, session_id=self.session_id)
+        self.record["history_ids"] = [turn.qa_id for turn in self._history_turns]
         return manager.format_entries(self._history_turns, include_context=False)
 
     async def answer(self, query: str, guidance: Any, *, rewrite: str | None = None) -> Completion:
@@ -298,7 +303,7 @@ class TurnRunner:
         mode, reason = self.choose(search_type, retriever, batch=batch)
         dataset_id = scope.dataset_ids[0] if len(scope.dataset_ids) == 1 else None
         metered = self.usage.metered(user_id, session_id, dataset_id) if self.usage is not None else contextlib.nullcontext()
-        async with self.lock(user_id, session_id), metered:
+        async with self.lock(user_id, session_id), self.manager.turn_lock(user_id, session_id), metered:
             port = SessionTurn(
                 self,
                 query,

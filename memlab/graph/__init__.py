@@ -21,8 +21,12 @@ _LAZY: dict[str, str] = {
     "delete_snapshot": "memlab.graph._snapshot",
     "load_snapshot": "memlab.graph._snapshot",
     "save_snapshot": "memlab.graph._snapshot",
+    "FileSnapshots": "memlab.graph._snapshot_store",
+    "PostgresSnapshots": "memlab.graph._snapshot_store",
+    "SnapshotStore": "memlab.graph._snapshot_store",
     "vector_search_latency": "memlab.graph._vector_bench",
     # --- end storage layer ---
+    "chunk_text": "memlab.graph._chunking",
     "Document": "memlab.graph._documents",
     "load_documents": "memlab.graph._documents",
     "PermanentMemory": "memlab.graph._memory",

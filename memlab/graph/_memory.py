@@ -1,14 +1,17 @@
-"""``PermanentMemory``: each dataset's graph and vectors, kept on disk, changed by add / cognify / forget.
+"""``PermanentMemory``: each dataset's graph and vectors, kept as snapshots, changed by add / cognify / forget.
 
-Layout: ``{root}/{dataset_id}/`` holds the dataset's snapshot (graph + vectors,
-replaced atomically, see :mod:`memlab.graph._snapshot`). Documents and pipeline
-runs live in the relational store (``data``, ``pipeline_runs``).
+Snapshots live in a :class:`~memlab.graph.SnapshotStore`: local files under
+``{root}/{dataset_id}/`` by default (replaced atomically, see
+:mod:`memlab.graph._snapshot`), or PostgreSQL shared by every machine
+(:class:`~memlab.graph.PostgresSnapshots`). Documents and pipeline runs live in
+the relational store (``data``, ``pipeline_runs``).
 
 Writes to one dataset are serialised: an asyncio lock per dataset inside the
-process, an exclusive ``fcntl`` lock on ``{root}/{dataset_id}.lock`` across
-processes. A loaded snapshot is reused while the snapshot's ``CURRENT`` pointer
-is unchanged, and reloaded when another process replaced it. Indexes derived
-from a loaded snapshot (:meth:`PermanentMemory.derived`) live with it.
+process, and across processes the store's writer lock (files) or a save that
+commits only on the version it started from (PostgreSQL: on a conflict the
+change is applied again to the newer version). A loaded snapshot is reused while
+the committed token is unchanged, and reloaded when another process replaced it.
+Indexes derived from a loaded snapshot (:meth:`PermanentMemory.derived`) live with it.
 
 A cognify run does every fallible step (LLM extraction, embedding) before it
 changes anything; if writing fails, the in-memory state is dropped and the
@@ -21,9 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
-import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,10 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from memlab.exceptions import BackendError, SnapshotConflict
 from memlab.graph import _pipeline
 from memlab.graph._documents import Document
 from memlab.graph._graph import GraphRemoval, KnowledgeGraph
-from memlab.graph._snapshot import delete_snapshot, load_snapshot, save_snapshot
+from memlab.graph._snapshot_store import FileSnapshots, SnapshotStore
 from memlab.graph._vectors import VectorStore
 from memlab.models import CleanupReceipt, Dataset, ForgetResult, RememberResult
 from memlab.privacy import scrub_error_message
@@ -68,6 +70,9 @@ def _drop_document(loaded: _Loaded, data_id: str) -> GraphRemoval:
     return removal
 
 
+#: attempts of one write when other writers of a shared store keep committing first
+WRITE_ATTEMPTS = 8
+
 class PermanentMemory:
     """The graph + vector memory of every dataset under ``root``."""
 
@@ -82,8 +87,11 @@ class PermanentMemory:
         chunk_overlap: int,
         extraction_concurrency: int,
         on_forget: Callable[[ForgetEvent], Awaitable[CleanupReceipt]],
+        snapshots: SnapshotStore | None = None,
     ) -> None:
         self.root = Path(root)
+        #: where the snapshots are kept (files under ``root`` unless another store is given)
+        self.snapshots: SnapshotStore = snapshots if snapshots is not None else FileSnapshots(self.root)
         self._store = store
         self.llm = llm
         self.embedder = embedder
@@ -103,13 +111,13 @@ class PermanentMemory:
         """The dataset's current vector store. Do not mutate it."""
         return (await self._current(dataset_id)).vectors
 
-    def snapshot_token(self, dataset_id: uuid.UUID) -> str | None:
+    async def snapshot_token(self, dataset_id: uuid.UUID) -> str | None:
         """An id of the dataset's committed snapshot (None before the first cognify or after the dataset was forgotten).
 
         It changes whenever remember / forget replace the snapshot (also when a
         forgotten dataset is rebuilt), so derived indexes key on it.
         """
-        return self._token(dataset_id)
+        return await self.snapshots.token(dataset_id)
 
     async def derived(self, dataset_id: uuid.UUID, kind: str, build: Callable[[KnowledgeGraph], T]) -> tuple[KnowledgeGraph, T]:
         """``(graph, index)``: the dataset's current graph and ``build(graph)``, reused while the snapshot is unchanged.
@@ -123,7 +131,7 @@ class PermanentMemory:
         the event loop (the graph is mutated there, so reading it from a thread
         would race).
         """
-        token = self._token(dataset_id)
+        token = await self.snapshots.token(dataset_id)
         loaded = await self._current(dataset_id)
         cached = loaded.derived.get(kind)
         if cached is None or cached[0] != token:
@@ -248,7 +256,7 @@ class PermanentMemory:
                 view = loaded.graph.nx
                 removal = GraphRemoval(node_ids=frozenset(view.nodes), edge_ids=frozenset(key for _, _, key in view.edges(keys=True)))
                 self._loaded.pop(dataset.id, None)
-                await asyncio.to_thread(delete_snapshot, self._dir(dataset.id))
+                await self.snapshots.delete(dataset.id)
         data_ids = set() if keep_data else {str(record.id) for record in records}
         if not dry_run and not keep_dataset:
             await self._store.delete_dataset(dataset.id)
@@ -268,41 +276,22 @@ class PermanentMemory:
         )
 
     # -- state -----------------------------------------------------------------------
-    def _dir(self, dataset_id: uuid.UUID) -> Path:
-        return self.root / str(dataset_id)
-
-    def _token(self, dataset_id: uuid.UUID) -> str | None:
-        """The committed version plus the pointer file's identity: unique per save.
-
-        Version names restart after a dataset's snapshot is deleted; the pointer is
-        replaced (a new inode, a new mtime) on every save, so a regrown dataset never
-        repeats an old token.
-        """
-        pointer = self._dir(dataset_id) / "CURRENT"
-        try:
-            with open(pointer, "rb") as handle:
-                stat = os.fstat(handle.fileno())
-                return f"{handle.read().decode('ascii', 'replace').strip()}:{stat.st_ino}:{stat.st_mtime_ns}"
-        except FileNotFoundError:
-            return None
-
     async def _current(self, dataset_id: uuid.UUID) -> _Loaded:
         loaded = self._loaded.get(dataset_id)
-        if loaded is not None and loaded.token == self._token(dataset_id):
+        if loaded is not None and loaded.token == await self.snapshots.token(dataset_id):
             return loaded
         async with self._lock(dataset_id):
             return await self._load(dataset_id)
 
     async def _load(self, dataset_id: uuid.UUID) -> _Loaded:
-        token = self._token(dataset_id)
         loaded = self._loaded.get(dataset_id)
-        if loaded is not None and loaded.token == token:
+        if loaded is not None and loaded.token == await self.snapshots.token(dataset_id):
             return loaded
-        snapshot = await asyncio.to_thread(load_snapshot, self._dir(dataset_id)) if token is not None else None
-        if snapshot is None:
+        found = await self.snapshots.load(dataset_id)
+        if found is None:
             loaded = _Loaded(None, KnowledgeGraph(), VectorStore(self.embedder.dim, space=self.embedder.name))
         else:
-            graph, vectors, _meta = snapshot
+            token, (graph, vectors, _meta) = found
             loaded = _Loaded(token, graph, vectors)
         self._loaded[dataset_id] = loaded
         return loaded
@@ -312,27 +301,30 @@ class PermanentMemory:
 
     @contextlib.asynccontextmanager
     async def _exclusive(self, dataset_id: uuid.UUID):
-        """This process's lock, then the cross-process file lock, on one dataset."""
-        async with self._lock(dataset_id):
-            self.root.mkdir(parents=True, exist_ok=True)
-            handle = open(self.root / f"{dataset_id}.lock", "a+b")
-            try:
-                await asyncio.to_thread(fcntl.flock, handle.fileno(), fcntl.LOCK_EX)
-                yield
-            finally:
-                handle.close()  # releases the flock
+        """This process's lock, then the store's cross-process writer lock, on one dataset."""
+        async with self._lock(dataset_id), self.snapshots.writer(dataset_id):
+            yield
 
     async def _write(self, dataset_id: uuid.UUID, change: Callable[[_Loaded], Any]) -> Any:
-        """Apply ``change`` to the freshest state and save it; on failure the old snapshot stays."""
+        """Apply ``change`` to the freshest state and save it; on failure the old snapshot stays.
+
+        When another process committed in between (a shared store), the change is
+        applied again to the newer snapshot, at most :data:`WRITE_ATTEMPTS` times.
+        """
         async with self._exclusive(dataset_id):
-            loaded = await self._load(dataset_id)
-            try:
-                result = change(loaded)
-                await asyncio.to_thread(
-                    save_snapshot, self._dir(dataset_id), loaded.graph, loaded.vectors, {"embedder": self.embedder.name}
-                )
-            except BaseException:
-                self._loaded.pop(dataset_id, None)  # half-applied: reload from disk next time
-                raise
-            loaded.token = self._token(dataset_id)
-            return result
+            for _ in range(WRITE_ATTEMPTS):
+                loaded = await self._load(dataset_id)
+                try:
+                    result = change(loaded)
+                    token = await self.snapshots.save(
+                        dataset_id, loaded.graph, loaded.vectors, {"embedder": self.embedder.name}, expected=loaded.token
+                    )
+                except SnapshotConflict:
+                    self._loaded.pop(dataset_id, None)  # reload the other writer's version and apply the change to it
+                    continue
+                except BaseException:
+                    self._loaded.pop(dataset_id, None)  # half-applied: reload from the store next time
+                    raise
+                loaded.token = token
+                return result
+        raise BackendError(f"dataset {dataset_id}: {WRITE_ATTEMPTS} writes in a row lost to other writers of {self.snapshots.where}")

@@ -28,7 +28,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from memlab.exceptions import BackendError, ConfigError, ValidationError
 from memlab.graph._graph import KnowledgeGraph
 from memlab.graph._vectors import VectorIndex, VectorStore
 
-__all__ = ["delete_snapshot", "load_snapshot", "save_snapshot"]
+__all__ = ["delete_snapshot", "load_snapshot", "save_snapshot", "snapshot_files", "snapshot_from_files"]
 
 #: version of the snapshot layout (meta.json ``format``)
 SNAPSHOT_FORMAT = 1
@@ -47,12 +47,11 @@ _GRAPH_FILE = "graph.json"
 _META_FILE = "meta.json"
 
 
-def save_snapshot(directory: str | os.PathLike[str], graph: KnowledgeGraph, vectors: VectorStore, meta: Mapping[str, Any]) -> None:
-    """Commit ``graph``, ``vectors`` and the JSON-safe ``meta`` as the new snapshot of ``directory``, atomically.
+def snapshot_files(graph: KnowledgeGraph, vectors: VectorStore, meta: Mapping[str, Any]) -> dict[str, bytes | memoryview]:
+    """The files of one snapshot version, by name (``graph.json``, per collection ``.faiss`` and ``.ids.json``, ``meta.json``).
 
-    Bad arguments raise :class:`~memlab.ValidationError` before anything is
-    written; a filesystem failure raises :class:`~memlab.BackendError` and
-    leaves the previous snapshot loadable.
+    Bad arguments raise :class:`~memlab.ValidationError`. ``meta.json`` records every other
+    file's sha256 and size, so a reader detects damage (:func:`snapshot_from_files`).
     """
     if not isinstance(graph, KnowledgeGraph):
         raise ValidationError(f"graph must be a KnowledgeGraph, got {type(graph).__name__}")
@@ -77,7 +76,17 @@ def save_snapshot(directory: str | os.PathLike[str], graph: KnowledgeGraph, vect
         "files": {name: {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)} for name, data in files.items()},
     }
     files[_META_FILE] = _json_bytes(record)
+    return files
 
+
+def save_snapshot(directory: str | os.PathLike[str], graph: KnowledgeGraph, vectors: VectorStore, meta: Mapping[str, Any]) -> None:
+    """Commit ``graph``, ``vectors`` and the JSON-safe ``meta`` as the new snapshot of ``directory``, atomically.
+
+    Bad arguments raise :class:`~memlab.ValidationError` before anything is
+    written; a filesystem failure raises :class:`~memlab.BackendError` and
+    leaves the previous snapshot loadable.
+    """
+    files = snapshot_files(graph, vectors, meta)
     root = Path(directory)
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -117,7 +126,32 @@ def load_snapshot(directory: str | os.PathLike[str], *, space: str | None = None
     if current is None:
         return None
     target = root / current
-    record = _load_json(target / _META_FILE)
+
+    def read(name: str) -> bytes:
+        try:
+            return (target / name).read_bytes()
+        except OSError as exc:
+            raise BackendError(f"graph snapshot file {target / name} is unreadable: {exc}") from exc
+
+    return snapshot_from_files(read, str(target), space=space)
+
+
+def snapshot_from_files(
+    read: Callable[[str], bytes], where: str, *, space: str | None = None
+) -> tuple[KnowledgeGraph, VectorStore, dict[str, Any]]:
+    """``(graph, vectors, meta)`` from one version's files, each read by name with ``read(name)``.
+
+    ``where`` names the version in errors (a directory, a database row). A file that is
+    missing, does not match the sha256 and size ``meta.json`` records, or cannot be
+    parsed raises :class:`~memlab.BackendError`; a ``space`` other than the stored one
+    raises :class:`~memlab.ConfigError`.
+    """
+    try:
+        record = json.loads(read(_META_FILE))
+        if not isinstance(record, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        raise BackendError(f"graph snapshot file {where}/{_META_FILE} is missing or malformed: {exc}") from exc
     try:
         if record.get("format") != SNAPSHOT_FORMAT:
             raise ValueError(f"format {record.get('format')!r} is not {SNAPSHOT_FORMAT}")
@@ -125,35 +159,29 @@ def load_snapshot(directory: str | os.PathLike[str], *, space: str | None = None
         stored_space, names = setup["space"], list(setup["collections"])
         store = VectorStore(setup["dim"], stored_space)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise BackendError(f"graph snapshot metadata {target / _META_FILE} is malformed: {exc}") from exc
+        raise BackendError(f"graph snapshot metadata {where}/{_META_FILE} is malformed: {exc}") from exc
     if space is not None and stored_space != space:
-        raise ConfigError(f"graph snapshot {target} holds vectors of space {stored_space!r}, not {space!r}: re-ingest the data with this embedder")
+        raise ConfigError(f"graph snapshot {where} holds vectors of space {stored_space!r}, not {space!r}: re-ingest the data with this embedder")
 
-    def read(name: str) -> bytes:
-        path = target / name
+    def checked(name: str) -> bytes:
         expected = checksums.get(name) if isinstance(checksums, Mapping) else None
         if not isinstance(expected, Mapping):
-            raise BackendError(f"graph snapshot metadata {target / _META_FILE} does not list {name}")
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise BackendError(f"graph snapshot file {path} is unreadable: {exc}") from exc
+            raise BackendError(f"graph snapshot metadata {where}/{_META_FILE} does not list {name}")
+        data = read(name)
         if len(data) != expected.get("bytes") or hashlib.sha256(data).hexdigest() != expected.get("sha256"):
-            raise BackendError(f"graph snapshot file {path} is corrupt (size or sha256 differs from {_META_FILE})")
+            raise BackendError(f"graph snapshot file {where}/{name} is corrupt (size or sha256 differs from {_META_FILE})")
         return data
 
-    graph_path = target / _GRAPH_FILE
     try:
-        graph = KnowledgeGraph.from_dict(json.loads(read(_GRAPH_FILE)))
+        graph = KnowledgeGraph.from_dict(json.loads(checked(_GRAPH_FILE)))
     except (ValueError, ValidationError) as exc:
-        raise BackendError(f"graph snapshot file {graph_path} is malformed: {exc}") from exc
+        raise BackendError(f"graph snapshot file {where}/{_GRAPH_FILE} is malformed: {exc}") from exc
     for name in names:
-        ids_path = target / f"{name}.ids.json"
         try:
-            state = json.loads(read(f"{name}.ids.json"))
-            store._adopt(name, VectorIndex.from_state(read(f"{name}.faiss"), state, space=stored_space))
+            state = json.loads(checked(f"{name}.ids.json"))
+            store._adopt(name, VectorIndex.from_state(checked(f"{name}.faiss"), state, space=stored_space))
         except (ValueError, ValidationError) as exc:
-            raise BackendError(f"graph snapshot collection {name!r} ({target / (name + '.faiss')}, {ids_path}) is malformed: {exc}") from exc
+            raise BackendError(f"graph snapshot collection {name!r} ({where}/{name}.faiss, {where}/{name}.ids.json) is malformed: {exc}") from exc
     return graph, store, meta
 
 
@@ -186,16 +214,6 @@ def _read_pointer(root: Path) -> str | None:
     if not (root / version).is_dir():
         raise BackendError(f"graph snapshot pointer {path} names {version}, which does not exist")
     return version
-
-
-def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise BackendError(f"graph snapshot file {path} is missing or malformed: {exc}") from exc
-    if not isinstance(value, dict):
-        raise BackendError(f"graph snapshot file {path} is malformed: not a JSON object")
-    return value
 
 
 def _json_bytes(value: Any) -> bytes:

@@ -13,7 +13,9 @@
 
 * ``m0001_initial`` - users, datasets, dataset permissions, documents, pipeline runs,
   as created before migrations existed;
-* ``m0002_sessions_usage`` - ``session_records``, ``session_model_usage`` and ``api_keys``.
+* ``m0002_sessions_usage`` - ``session_records``, ``session_model_usage`` and ``api_keys``;
+* ``m0003_graph_snapshots`` - ``graph_snapshots`` and ``graph_snapshot_files`` (permanent
+  memory shared through PostgreSQL).
 
 Each lineage keeps its version in its own table (``memlab_cache_alembic_version``,
 ``memlab_metadata_alembic_version``), so a database shared with an application's own
@@ -136,7 +138,7 @@ CACHE = Lineage(
     schema=_cache_schema,
 )
 
-_METADATA_REVISIONS = ("m0001_initial", "m0002_sessions_usage")
+_METADATA_REVISIONS = ("m0001_initial", "m0002_sessions_usage", "m0003_graph_snapshots")
 METADATA = Lineage(
     name="metadata",
     directory=MIGRATIONS_DIR / "metadata",
@@ -144,7 +146,7 @@ METADATA = Lineage(
     revisions=_METADATA_REVISIONS,
     tables=("users", "datasets", "dataset_permissions", "data", "pipeline_runs"),
     lock_key=advisory_key("memlab.metadata.migrations"),
-    adopt=lambda connection: _METADATA_REVISIONS[-1] if inspect(connection).has_table("session_model_usage") else _METADATA_REVISIONS[0],
+    adopt=lambda connection: _METADATA_REVISIONS[0],  # only the first release's tables were ever made without a version
     schema=_metadata_schema,
 )
 

@@ -14,10 +14,11 @@ logged (once per manager) and never fails the write.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar, overload
 
 import pydantic
@@ -26,7 +27,7 @@ from memlab.cache import CacheBackend
 from memlab._clock import Clock, SystemClock
 from memlab.lifecycle import Lifecycle
 from memlab.session._guidance import Guidance
-from memlab.exceptions import BackendError, SessionParameterValidationError, SessionQAEntryValidationError
+from memlab.exceptions import BackendError, SessionLockTimeout, SessionParameterValidationError, SessionQAEntryValidationError
 from memlab.models import SessionContextEntry, SessionFeedbackEntry, SessionQAEntry
 from memlab.session.retrievers import KeywordSessionRetriever, SessionIndex, SessionRetriever
 from memlab.validation import check_id, check_text
@@ -39,6 +40,8 @@ ActivityRecorder = Callable[[str, str, "uuid.UUID | None"], Awaitable[None]]
 
 #: Turns of conversation history given to the LLM: fixed, as in the seeds.
 HISTORY_LAST_N = 10
+#: how long a turn waits for another process's turn on the same session (seconds)
+TURN_LOCK_TIMEOUT_SECONDS = 60.0
 
 
 def _check_id(name: str, value: Any) -> str | None:
@@ -133,6 +136,29 @@ class SessionManager:
             if not self._activity_warned:
                 self._activity_warned = True
                 logger.warning("session activity of %r could not be recorded (further failures are not logged): %s: %s", session, type(exc).__name__, exc)
+
+    @contextlib.asynccontextmanager
+    async def turn_lock(self, user_id: Any, session_id: str, *, timeout: float = TURN_LOCK_TIMEOUT_SECONDS) -> AsyncIterator[None]:
+        """Hold the session's cross-process turn lock (the cache backend's :meth:`~memlab.cache.CacheBackend.turn_lock`).
+
+        Another process's turn on the session waits for it (at most ``timeout`` s, then
+        :class:`~memlab.exceptions.SessionLockTimeout`). Caching off: no lock. A cache
+        that cannot be reached fails open: the turn runs unlocked (its writes fail open
+        too) and a warning is logged.
+        """
+        user, session = self._ids(user_id, session_id)
+        if self.cache is None:
+            yield
+            return
+        async with contextlib.AsyncExitStack() as held:
+            try:
+                await self.cache.open()
+                await held.enter_async_context(self.cache.turn_lock(user, session, timeout=timeout))
+            except SessionLockTimeout:
+                raise
+            except BackendError as exc:
+                logger.warning("session turn lock of %r failed open (the turn runs unlocked): %s", session, exc)
+            yield
 
     def _require_open(self) -> None:
         """``StackStateError`` when this manager belongs to a stack that is not open."""

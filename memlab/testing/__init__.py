@@ -14,6 +14,7 @@ __all__ = [
     "SUPPLIERS",
     "agreement_machine",
     "fast_config",
+    "postgres_database",
     "server_url",
     "supply_backend",
 ]
@@ -27,6 +28,7 @@ _LAZY = {
     "CacheAgreementMachine": "memlab.testing.machines",
     "agreement_machine": "memlab.testing.machines",
     "fast_config": "memlab.testing._config",
+    "postgres_database": "memlab.testing.databases",
 }
 
 

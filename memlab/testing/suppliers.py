@@ -22,6 +22,9 @@ handle, as a second process would have), unless the supplier is registered with
 (``memory``). Suppliers must not wipe data on entry, or a second handle would
 erase the first one's rows; :func:`supply_backend` prunes on exit instead.
 
+``redis-cluster`` is the ``redis`` backend with ``cluster=True`` (hash-tagged keys)
+on the cluster whose startup node ``MEMLAB_TEST_REDIS_CLUSTER_URL`` names.
+
 ``tapes`` and ``tapes-memory`` are the ``tapes`` mirror around a fresh ``fs`` /
 ``memory`` backend (built by that backend's supplier), posting to a stdlib HTTP
 server on 127.0.0.1 that answers 200 and stops when the supply exits.
@@ -137,6 +140,14 @@ async def _redis(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
 
 
 @asynccontextmanager
+async def _redis_cluster(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
+    """``redis`` on a Redis Cluster: the URL names one startup node (``scripts/with-servers.sh`` starts three primaries)."""
+    from memlab.cache import RedisCache
+
+    yield RedisCache(server_url("MEMLAB_TEST_REDIS_CLUSTER_URL"), cluster=True, **args.common)
+
+
+@asynccontextmanager
 async def _postgres(args: SupplyArgs) -> AsyncIterator[CacheBackend]:
     from memlab.cache import SQLCache
 
@@ -193,6 +204,7 @@ SUPPLIERS: dict[str, Supplier] = {
     "fs": Supplier(_fs),
     "fakeredis": Supplier(_fakeredis),
     "redis": Supplier(_redis),
+    "redis-cluster": Supplier(_redis_cluster),
     "postgres": Supplier(_postgres),
     "tapes": Supplier(_mirrored(_fs)),
     "tapes-memory": Supplier(_mirrored(_memory), shared=False),

@@ -49,14 +49,15 @@ def _postgres_insert(table: str, key: str) -> Hook:
 
 async def _redis_qa(backend, user, session):
     """Append an unreadable QA row the way a foreign writer would (no index entry)."""
-    await backend._client.rpush(f"agent_sessions:{user}:{session}", CORRUPT)
+    await backend._client.rpush(backend._session_keys(user, session).qa, CORRUPT)
 
 
 async def _redis_context(backend, user, session):
     """Store an unreadable context row at the next insert position."""
-    seq = await backend._client.hincrby(f"memlab_meta:{user}:{session}", "ctx_seq", 1)
-    await backend._client.hset(f"session_context:{user}:{session}", "corrupt-row", CORRUPT)
-    await backend._client.zadd(f"memlab_ctx_order:{user}:{session}", {"corrupt-row": seq})
+    keys = backend._session_keys(user, session)  # the plain or the cluster (hash-tagged) layout
+    seq = await backend._client.hincrby(keys.meta, "ctx_seq", 1)
+    await backend._client.hset(keys.ctx, "corrupt-row", CORRUPT)
+    await backend._client.zadd(keys.ctx_order, {"corrupt-row": seq})
 
 
 def _fs_row(kind: str) -> Hook:
@@ -81,6 +82,7 @@ CORRUPT_QA_ROW: dict[str, Hook] = {
     "postgres": _postgres_insert("cache_qa_entries", "qa_id"),
     "fakeredis": _redis_qa,
     "redis": _redis_qa,
+    "redis-cluster": _redis_qa,
     "fs": _fs_row("qa"),
     "tapes": _inner(_fs_row("qa")),
     "tapes-memory": _inner(_memory_qa),
@@ -91,6 +93,7 @@ CORRUPT_CONTEXT_ROW: dict[str, Hook] = {
     "postgres": _postgres_insert("cache_session_context", "entry_id"),
     "fakeredis": _redis_context,
     "redis": _redis_context,
+    "redis-cluster": _redis_context,
     "fs": _fs_row("context"),
     "tapes": _inner(_fs_row("context")),
     "tapes-memory": _inner(_memory_context),

@@ -100,6 +100,7 @@ EXPIRY_PROBES: dict[str, Callable[[CacheBackend], dict | Awaitable[dict]]] = {
     "postgres": _postgres_expiries,
     "fakeredis": _redis_expiries,
     "redis": _redis_expiries,
+    "redis-cluster": _redis_expiries,
     "fs": _fs_expiries,
 }
 

@@ -282,11 +282,11 @@ async def test_lexical_index_rebuilt_after_the_graph_was_forgotten_and_regrown(s
     result = await stack.remember(FACTS[:1], dataset="x")
     scope = scope_of(stack, [result.dataset_id])
     assert await texts(LexicalChunksRetriever(), "polonium", scope) == [FACTS[0]]
-    token = stack.memory.snapshot_token(result.dataset_id)
+    token = await stack.memory.snapshot_token(result.dataset_id)
     await stack.forget(dataset="x", memory_only=True)
-    assert stack.memory.snapshot_token(result.dataset_id) is None
+    assert await stack.memory.snapshot_token(result.dataset_id) is None
     await stack.remember(FACTS[1:2], dataset="x")
-    assert stack.memory.snapshot_token(result.dataset_id) != token  # a regrown dataset never repeats a token
+    assert await stack.memory.snapshot_token(result.dataset_id) != token  # a regrown dataset never repeats a token
     assert await texts(LexicalChunksRetriever(), "polonium", scope) == []
     assert await texts(LexicalChunksRetriever(), "turing", scope) == [FACTS[1]]
 
@@ -469,9 +469,9 @@ async def test_forget_removes_a_documents_chunks(stack, cls, query, corpus, tags
 
 async def test_snapshot_token(stack) -> None:
     dataset = await stack.datasets.create("x")
-    assert stack.memory.snapshot_token(dataset.id) is None
+    assert await stack.memory.snapshot_token(dataset.id) is None
     result = await stack.remember(FACTS[:2], dataset="x")
-    first = stack.memory.snapshot_token(dataset.id)
+    first = await stack.memory.snapshot_token(dataset.id)
     assert first is not None
     await stack.forget(dataset="x", data_id=result.data_ids[0])
-    assert stack.memory.snapshot_token(dataset.id) not in (None, first)
+    assert await stack.memory.snapshot_token(dataset.id) not in (None, first)

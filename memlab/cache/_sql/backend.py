@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import secrets
@@ -11,10 +12,11 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from memlab._sqlrun import DB, PostgresRunner, SQLiteRunner, is_integrity_error, resolve_url
+from memlab._sqlrun import DB, PostgresRunner, SQLiteRunner, advisory_key, is_integrity_error, resolve_url
 from memlab.cache._base import DEFAULT_TTL_SECONDS, CacheBackend, PayloadChange
+from memlab.cache._turn_lock import file_turn_lock, lock_name
 from memlab.cache._sql.statements import KINDS_IN_LOCK_ORDER, PG_SESSION_SETTINGS, SWEEP_LOCK_KEY, TABLES, build_statements
-from memlab.exceptions import ConfigError, SessionQAEntryValidationError
+from memlab.exceptions import CacheConnectionError, ConfigError, SessionLockTimeout, SessionQAEntryValidationError
 from memlab.ttl import LazySlackTTL
 
 logger = logging.getLogger("memlab.cache")
@@ -328,6 +330,33 @@ class SQLCache(CacheBackend):
             return removed
 
         return await self._run(work, write=True, inline=False)
+
+    def turn_lock(self, user_id: str, session_id: str, *, timeout: float):
+        """The session's turn lock: on SQLite a lock file beside the database; on PostgreSQL a session advisory lock.
+
+        PostgreSQL: ``pg_try_advisory_lock`` on a key of (user, session), polled on a
+        connection of its own (not the cache's pool, which the turn itself needs) and
+        released with ``pg_advisory_unlock``; a connection that dies drops the lock.
+        """
+        super().turn_lock(user_id, session_id, timeout=timeout)  # checks the ids
+        if self.path is not None:
+            return file_turn_lock(self.path.parent / f"{self.path.name}.turn-locks", user_id, session_id, timeout=timeout)
+        return self._advisory_turn_lock(user_id, session_id, timeout)
+
+    @contextlib.asynccontextmanager
+    async def _advisory_turn_lock(self, user_id: str, session_id: str, timeout: float):
+        runner = self._open_runner()
+        key = advisory_key(f"memlab.turn:{lock_name(user_id, session_id)}")
+        async with contextlib.AsyncExitStack() as held:
+            try:
+                await held.enter_async_context(runner.advisory_lock(key, timeout=timeout))
+            except TimeoutError:
+                raise SessionLockTimeout(
+                    f"session {session_id!r} of user {user_id}: another process held its turn lock for more than {timeout:g} s"
+                ) from None
+            except Exception as exc:
+                raise CacheConnectionError(f"postgres cache at {self.display_url}: turn lock failed: {type(exc).__name__}: {exc}") from exc
+            yield
 
     async def _prune(self):
         def work(db: DB) -> None:

@@ -28,7 +28,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.String(40), nullable=False),
     )
     # at most one default user, even when two processes race to create it
-    op.create_index("ux_users_default", "users", ["is_default"], unique=True, sqlite_where=sa.text("is_default = 1"))
+    op.create_index(
+        "ux_users_default", "users", ["is_default"], unique=True, sqlite_where=sa.text("is_default = 1"), postgresql_where=sa.text("is_default")
+    )
     op.create_table(
         "datasets",
         sa.Column("id", sa.String(36), primary_key=True),

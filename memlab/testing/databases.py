@@ -1,0 +1,38 @@
+"""Throw-away databases on the test PostgreSQL server, for tests that need a database of their own."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from memlab.testing.suppliers import server_url
+
+__all__ = ["postgres_database"]
+
+
+@asynccontextmanager
+async def postgres_database(prefix: str = "memlab_test") -> AsyncIterator[str]:
+    """Create an empty database on ``MEMLAB_TEST_POSTGRES_URL``'s server; yield its URL; drop it on exit.
+
+    Skips the calling test when the variable is unset (fails it under ``CI=true``).
+    """
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    base = make_url(server_url("MEMLAB_TEST_POSTGRES_URL"))
+    admin_dsn = base.set(drivername="postgresql").render_as_string(hide_password=False)
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(admin_dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    try:
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        admin = await asyncpg.connect(admin_dsn)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
