@@ -332,6 +332,10 @@ class TapesCache:
         """The inner backend's :meth:`~CacheBackend.sweep`."""
         return await self.inner.sweep()
 
+    def turn_lock(self, user_id: str, session_id: str, *, timeout: float):
+        """The wrapped backend's turn lock (the mirror stores nothing of its own)."""
+        return self.inner.turn_lock(user_id, session_id, timeout=timeout)
+
     async def prune(self) -> None:
         """The inner backend's :meth:`~CacheBackend.prune` (Tapes keeps its records)."""
         await self.inner.prune()
