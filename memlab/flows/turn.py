@@ -22,12 +22,20 @@ search result) holds ``mode`` (what ran), ``requested_mode``, ``fallback_reason`
 (both calls), ``latency_ms`` (wall-clock from taking the lock to storing),
 ``effective_query``, ``rewrite`` (the rewrite lane's query, None when it did not
 run), ``analysis_error`` (None, or why the analysis failed open), ``lane_error``
-(a failed retrieval lane), ``answered`` (False for a gated turn) and ``guidance_ids``
-(the guidance served to the answer, also stored as ``used_session_context_ids``) and
-``history_ids`` (the turns the answer's prompt held as history, oldest first). The stored
-turn carries the same facts flat in ``memify_metadata`` as ``turn_<name>``
-(``turn_answer_calls``, ``turn_analysis_calls``; None values and ``guidance_ids`` omitted), which
-:meth:`memlab.frames.Frames.turns` reads.
+(a failed retrieval lane), ``answered`` (False for a gated turn), ``guidance_ids``
+(the guidance served to the answer, also stored as ``used_session_context_ids``),
+``history_ids`` (the turns the answer's prompt held as history, oldest first),
+``lanes`` (``{"raw": ids, "rewrite": ids or None, "merged": ids}``: the element ids
+each retrieval lane ranked and the merged list the answer saw; None for a gated
+turn), ``analysis`` (the turn analysis' verdicts as a dict, None when none ran or it
+failed) and ``phases`` (``[{"phase", "start_ms", "ms"}]``: when each step started,
+relative to the lock, and how long it took; ``load``, ``analysis``, ``apply``,
+``guidance``, ``history``, then ``answer`` for a single-lane turn (retrieval and the
+answer call) or ``retrieve_raw`` / ``retrieve_rewrite`` / ``merge`` / ``answer`` for a
+dual-query one). The stored turn carries the same facts flat in ``memify_metadata`` as
+``turn_<name>`` (``turn_answer_calls``, ``turn_analysis_calls``, ``turn_lane_<lane>``,
+``turn_analysis`` / ``turn_phases`` as JSON text; None values and ``guidance_ids`` omitted),
+which :meth:`memlab.frames.Frames.turns` reads and :func:`turn_trace` decodes.
 """
 
 from __future__ import annotations
@@ -35,11 +43,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import time
 import weakref
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memlab.analysis import AnalysisMode, TurnPort, TurnState, analyze_turn
 from memlab.retrievers import Completion, RetrievalScope, SearchType
@@ -50,11 +60,13 @@ if TYPE_CHECKING:
     from memlab.merge import MergePolicy
     from memlab.usage import UsageRecorder
 
-__all__ = ["SessionTurn", "TurnResult", "TurnRunner", "turn_metadata"]
+__all__ = ["SessionTurn", "TurnResult", "TurnRunner", "turn_metadata", "turn_trace"]
 
 logger = logging.getLogger("memlab.turn")
 
+_T = TypeVar("_T")
 _OPTIONAL_FACTS = ("fallback_reason", "effective_query", "rewrite", "analysis_error", "lane_error")
+_LANES = ("raw", "rewrite", "merged")
 
 
 @dataclass
@@ -82,7 +94,29 @@ def turn_metadata(record: dict[str, Any]) -> dict[str, Any]:
     metadata.update({f"turn_{name}": record[name] for name in _OPTIONAL_FACTS if record.get(name)})
     if record.get("history_ids"):
         metadata["turn_history_ids"] = list(record["history_ids"])
+    for lane, ids in (record.get("lanes") or {}).items():
+        if ids is not None:
+            metadata[f"turn_lane_{lane}"] = list(ids)
+    for name in ("analysis", "phases"):
+        if record.get(name):
+            metadata[f"turn_{name}"] = json.dumps(record[name], separators=(",", ":"))
     return metadata
+
+
+def turn_trace(memify_metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """A stored turn's ``lanes``, ``analysis`` and ``phases`` read back from its ``memify_metadata``.
+
+    (``memify_metadata`` values are bool / int / str / list[str], so :func:`turn_metadata`
+    keeps the lanes as ``turn_lane_<lane>`` lists and the analysis and phases as JSON
+    text.) Missing facts read as None (``lanes``, ``analysis``) and ``[]`` (``phases``).
+    """
+    meta = memify_metadata or {}
+    lanes = {lane: list(meta[f"turn_lane_{lane}"]) if f"turn_lane_{lane}" in meta else None for lane in _LANES}
+    return {
+        "lanes": lanes if any(ids is not None for ids in lanes.values()) else None,
+        "analysis": json.loads(str(meta["turn_analysis"])) if "turn_analysis" in meta else None,
+        "phases": json.loads(str(meta["turn_phases"])) if "turn_phases" in meta else [],
+    }
 
 
 class SessionTurn(TurnPort):
@@ -127,7 +161,26 @@ class SessionTurn(TurnPort):
             "answered": None,
             "guidance_ids": [],
             "history_ids": [],
+            "lanes": None,
+            "analysis": None,
+            "phases": [],
         }
+
+    @contextlib.contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        """Time a step of the turn into ``record["phases"]`` (recorded even when the step fails)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            ended = time.perf_counter()
+            self.record["phases"].append(
+                {"phase": name, "start_ms": round((started - self.started) * 1000, 3), "ms": round((ended - started) * 1000, 3)}
+            )
+
+    async def _timed(self, name: str, step: Awaitable[_T]) -> _T:
+        with self._phase(name):
+            return await step
 
     def note(self, **facts: Any) -> None:
         unknown = set(facts) - set(self.record)
@@ -144,25 +197,27 @@ class SessionTurn(TurnPort):
         """Also keeps the history turns it reads for :meth:`answer` (no turn is stored in between)."""
         if not self.session_available:
             return TurnState()
-        manager = self.manager
-        self._history_turns = await manager.get_session(self.user_id, last_n=HISTORY_LAST_N, session_id=self.session_id)
-        state = TurnState(self._history_turns[-2:])
-        previous = state.previous
-        if previous is not None and previous.used_session_context_ids:
-            wanted = set(previous.used_session_context_ids)
-            state.guidance_entries = await manager.guidance.load(self.user_id, self.session_id)
-            state.served = [entry for entry in state.guidance_entries if entry.id in wanted]
+        with self._phase("load"):
+            manager = self.manager
+            self._history_turns = await manager.get_session(self.user_id, last_n=HISTORY_LAST_N, session_id=self.session_id)
+            state = TurnState(self._history_turns[-2:])
+            previous = state.previous
+            if previous is not None and previous.used_session_context_ids:
+                wanted = set(previous.used_session_context_ids)
+                state.guidance_entries = await manager.guidance.load(self.user_id, self.session_id)
+                state.served = [entry for entry in state.guidance_entries if entry.id in wanted]
         return state
 
     async def analyze(self, state: TurnState) -> Any:
         self._count("analysis", 1, 0, 0)  # counted when made, even if it then fails
-        result = await analyze_turn(self.llm, self.query, state.previous, state.served)
+        result = await self._timed("analysis", analyze_turn(self.llm, self.query, state.previous, state.served))
         self._count("analysis", 0, result.tokens_in, result.tokens_out)
+        self.note(analysis=result.analysis.model_dump(mode="json"))
         return result.analysis
 
     async def apply(self, analysis: Any, state: TurnState) -> None:
         previous = state.previous
-        await self.manager.guidance.update(
+        update = self.manager.guidance.update(
             self.user_id,
             self.session_id,
             analysis,
@@ -170,17 +225,18 @@ class SessionTurn(TurnPort):
             previous=previous,
             served_ids=list(previous.used_session_context_ids or []) if previous is not None else [],
         )
+        await self._timed("apply", update)
 
     async def guidance(self, query: str, entries: list[Any] | None = None) -> ServedGuidance | None:
         if not self.session_available:
             return None
-        return await self.manager.guidance.serve(self.user_id, self.session_id, query, entries=entries)
+        return await self._timed("guidance", self.manager.guidance.serve(self.user_id, self.session_id, query, entries=entries))
 
     async def _history(self) -> str:
         """The answer's conversation history: from the turns :meth:`load` read, else read now."""
         manager = self.manager
         if self._history_turns is None:
-            self._history_turns = await manager.get_session(self.user_id, last_n=HISTORY_LAST_N, session_id=self.session_id)
+            self._history_turns = await self._timed("history", manager.get_session(self.user_id, last_n=HISTORY_LAST_N, session_id=self.session_id))
         self.record["history_ids"] = [turn.qa_id for turn in self._history_turns]
         return manager.format_entries(self._history_turns, include_context=False)
 
@@ -189,7 +245,9 @@ class SessionTurn(TurnPort):
         block = guidance.block if guidance is not None else ""
         scope = dataclasses.replace(self.scope, history="\n\n".join(part for part in (block, history) if part))
         if rewrite is None:
-            completion = await self.retriever.get_completion(query, scope)
+            completion = await self._timed("answer", self.retriever.get_completion(query, scope))
+            context_ids = [item.id for item in completion.context]
+            self.note(lanes={"raw": context_ids, "rewrite": None, "merged": context_ids})
         else:
             completion = await self._answer_dual(query, rewrite, scope)
         usage = completion.usage
@@ -201,7 +259,11 @@ class SessionTurn(TurnPort):
         retriever = self.retriever
         raw: Any
         rewritten: Any
-        raw, rewritten = await asyncio.gather(retriever.retrieve_lane(query, scope), retriever.retrieve_lane(rewrite, scope), return_exceptions=True)
+        raw, rewritten = await asyncio.gather(
+            self._timed("retrieve_raw", retriever.retrieve_lane(query, scope)),
+            self._timed("retrieve_rewrite", retriever.retrieve_lane(rewrite, scope)),
+            return_exceptions=True,
+        )
         for outcome in (raw, rewritten):
             if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
                 raise outcome
@@ -215,8 +277,16 @@ class SessionTurn(TurnPort):
             logger.warning("rewrite retrieval lane failed, using the raw lane: %s: %s", type(rewritten).__name__, rewritten)
             self.note(lane_error=f"rewrite: {type(rewritten).__name__}: {rewritten}")
             rewritten = None
-        merged = retriever.merge_lanes(raw, rewritten, self.merge, scope.top_k)
-        return await retriever.answer_from(query, merged, scope)
+        with self._phase("merge"):
+            merged = retriever.merge_lanes(raw, rewritten, self.merge, scope.top_k)
+        self.note(
+            lanes={
+                "raw": retriever.lane_ids(raw) if raw is not None else None,
+                "rewrite": retriever.lane_ids(rewritten) if rewritten is not None else None,
+                "merged": retriever.lane_ids(merged),
+            }
+        )
+        return await self._timed("answer", retriever.answer_from(query, merged, scope))
 
     def _dataset_id(self) -> Any:
         """The dataset the turn answered from, when it searched exactly one (recorded as the session's dataset)."""

@@ -168,9 +168,9 @@ class Retriever(abc.ABC):
     * ``distinct_sources``: honours ``scope.distinct="data_id"`` (one item per
       source document, :func:`one_per_source`);
     * the lane protocol of a dual-query turn: :meth:`retrieve_lane` per query,
-      :meth:`merge_lanes`, :meth:`answer_from`. The defaults treat a lane as the
-      :meth:`get_context` list; a retriever whose context has another shape
-      (hybrid sections) overrides all three.
+      :meth:`merge_lanes`, :meth:`answer_from`, :meth:`lane_ids`. The defaults treat a
+      lane as the :meth:`get_context` list; a retriever whose context has another shape
+      (hybrid sections) overrides all four.
     """
 
     search_type: ClassVar[SearchType]
@@ -192,6 +192,10 @@ class Retriever(abc.ABC):
     def merge_lanes(self, raw: Any, rewrite: Any, policy: Any, limit: int) -> Any:
         """The raw and rewrite lanes (None: failed or absent) merged by ``policy`` under ``limit``."""
         return policy.merge(raw, rewrite, limit)
+
+    def lane_ids(self, lane: Any) -> list[str]:
+        """The element ids of a lane (or a merged lane), best first: what a turn record keeps of it."""
+        return [item.id for item in lane]
 
     async def answer_from(self, query: str, lane: Any, scope: RetrievalScope, *, response_model: type[BaseModel] | None = None) -> Completion:
         """One answer call for ``query`` over a (merged) lane."""

@@ -108,6 +108,10 @@ class HybridCompletionRetriever(Retriever):
             lambda name: policy.merge(getattr(raw, name) if raw is not None else None, getattr(rewrite, name) if rewrite is not None else None, limit)
         )
 
+    def lane_ids(self, lane: HybridSections) -> list[str]:
+        """Every item id of the sections, by score (:meth:`HybridSections.ranked`)."""
+        return [item.id for item in lane.ranked()]
+
     async def answer_from(
         self, query: str, sections: HybridSections, scope: RetrievalScope, *, response_model: type[BaseModel] | None = None
     ) -> Completion:

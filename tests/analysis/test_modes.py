@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 import pytest
 
 from memlab import MemoryStack, SearchType, StackConfig, ValidationError
-from memlab.flows.turn import SessionTurn, TurnRunner
+from memlab.flows.turn import SessionTurn, TurnRunner, turn_trace
 from memlab.analysis import ConcurrentMode, OffMode, SequentialMode
 from memlab.config import AnalysisConfig, CacheConfig, LLMConfig
 from memlab.retrievers._base import RetrievalScope
@@ -75,6 +75,25 @@ async def test_concurrent_flow_dual_query_and_usage(tmp_path) -> None:
         frame = await stack.frames.turns("chat")
         assert list(frame["mode"]) == ["concurrent", "concurrent"] and list(frame["llm_calls"]) == [2, 2]
         assert list(frame["analysis_calls"]) == [1, 1] and (frame["tokens_in"] > 0).all()
+
+
+@pytest.mark.parametrize("search_type", [SearchType.GRAPH_COMPLETION, SearchType.HYBRID_COMPLETION])
+async def test_a_turn_records_its_lanes_verdicts_and_phases(tmp_path, search_type) -> None:
+    async with _stack(tmp_path) as stack:
+        _, first = await _turn(stack, "Who discovered Polonium?", search_type)
+        assert first["lanes"]["rewrite"] is None and first["lanes"]["raw"] == first["lanes"]["merged"] != []
+        assert [phase["phase"] for phase in sorted(first["phases"], key=lambda p: p["start_ms"])][0] == "load"
+        _, second = await _turn(stack, "And where did she work?", search_type)
+        lanes = second["lanes"]
+        assert lanes["raw"] and lanes["rewrite"] and set(lanes["merged"]) <= set(lanes["raw"]) | set(lanes["rewrite"])
+        assert {"load", "analysis", "apply", "retrieve_raw", "retrieve_rewrite", "merge", "answer"} <= {p["phase"] for p in second["phases"]}
+        analysis = next(p for p in second["phases"] if p["phase"] == "analysis")
+        answer = next(p for p in second["phases"] if p["phase"] == "answer")
+        assert analysis["start_ms"] < answer["start_ms"] + answer["ms"] and all(p["ms"] >= 0 for p in second["phases"])
+        assert second["analysis"] is not None and "previous_answer_rating" in second["analysis"]
+        [_, stored] = await stack.session.get_session(session_id="chat")
+        trace = turn_trace(stored.memify_metadata)
+        assert trace == {"lanes": lanes, "analysis": second["analysis"], "phases": second["phases"]}
 
 
 async def test_sequential_effective_query_drives_retrieval_and_answer(tmp_path) -> None:
