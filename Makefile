@@ -15,8 +15,10 @@ venv: .venv/.installed
 	.venv/bin/pip install -q -e '.[dev]'
 	touch $@
 
+# The mode comparison (concurrent vs sequential vs off) on the embedded default stack, offline;
+# `memlab demo session` is the session-memory walk-through.
 demo: venv
-	$(PY) -m memlab demo
+	$(OFFLINE) $(PY) -m memlab demo
 
 test: venv typecheck
 	$(OFFLINE) scripts/with-servers.sh $(PY) -m pytest -q $(PYTEST_ARGS)

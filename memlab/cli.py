@@ -2,7 +2,8 @@
 
 ::
 
-    memlab demo                      session-memory walk-through on the stack from the environment
+    memlab demo [options]            the mode comparison: concurrent vs sequential vs off (table + HTML report)
+    memlab demo session              session-memory walk-through on the stack from the environment
     memlab bench cache [options]     cache backend throughput (see memlab.bench.cache)
     memlab bench ingest [options]    permanent-memory ingest and vector search (see memlab.bench.ingest)
     memlab bench recall [options]    retrieval quality and latency per search type (see memlab.bench.recall)
@@ -47,6 +48,17 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 _positive_int = _int_at_least(1)
 
 
+def _non_negative_float(text: str) -> float:
+    """An argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
 def _names(text: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
     if not names:
@@ -61,12 +73,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"memlab {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    commands.add_parser(
+    demo = commands.add_parser(
         "demo",
-        help="session-memory walk-through on the default stack",
-        description="Remember, recall, read back and annotate a session on the stack built from the environment "
-        "(MEMLAB_DATA_ROOT, CACHE_BACKEND, SESSION_TTL_SECONDS, ...).",
+        help="the mode comparison (default) or the session walk-through",
+        description="modes (the default): one seeded conversation through the concurrent, sequential and off analysis "
+        "modes on the stack built from the environment (a fresh stack per mode, every offline LLM call taking "
+        "--latency-ms); prints the comparison table and writes an HTML report with charts under the data root. "
+        "session: remember, recall, read back and annotate a session on that stack.",
     )
+    demo.add_argument("which", nargs="?", choices=("modes", "session"), default="modes", help="which demo (default: modes)")
+    demo.add_argument("--turns", type=_positive_int, default=24, help="user messages in the conversation (default: 24)")
+    demo.add_argument("--documents", type=_positive_int, default=20, help="documents remembered first (default: 20)")
+    demo.add_argument("--latency-ms", type=_non_negative_float, default=250.0, help="simulated ms per LLM call (default: 250)")
+    demo.add_argument("--seed", type=_int_at_least(0), default=0, help="conversation seed (default: 0)")
+    demo.add_argument("--quiet", action="store_true", help="no progress bar")
 
     output = argparse.ArgumentParser(add_help=False)
     output.add_argument(
@@ -270,17 +290,25 @@ def _write_json(args: argparse.Namespace, document: object) -> None:
 
 
 
-def _demo() -> int:
+def _demo(args: argparse.Namespace) -> int:
     from memlab.config import StackConfig
-    from memlab.demo import run_demo
-    from memlab.stack import MemoryStack
 
-    async def go() -> None:
-        async with MemoryStack.from_config(StackConfig.from_env()) as stack:
-            await run_demo(stack, out=print)
+    config = StackConfig.from_env()
+    if args.which == "session":
+        from memlab.demo import run_demo
+        from memlab.stack import MemoryStack
 
-    asyncio.run(go())
-    return 0
+        async def walk() -> None:
+            async with MemoryStack.from_config(config) as stack:
+                await run_demo(stack, out=print)
+
+        asyncio.run(walk())
+        return 0
+    from memlab.demo import ModeDemoSpec, run_mode_demo
+
+    spec = ModeDemoSpec(turns=args.turns, documents=args.documents, latency_ms=args.latency_ms, seed=args.seed)
+    result = asyncio.run(run_mode_demo(config, spec, progress=not args.quiet))
+    return 1 if not result.failed.empty else 0
 
 
 def _bench_cache(args: argparse.Namespace) -> int:
@@ -513,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
-            return _demo()
+            return _demo(args)
         if args.command == "bench" and args.bench == "cache":
             return _bench_cache(args)
         if args.command == "bench" and args.bench == "ingest":

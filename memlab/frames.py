@@ -1,8 +1,30 @@
-"""pandas exports. pandas is imported only when a frame is built."""
+"""pandas exports. pandas is imported only when a frame is built.
+
+Every frame has typed columns, documented in :data:`FRAME_COLUMNS` (the README's
+"DataFrames" table is generated from it, and ``tests/test_frames_tidy.py`` checks
+each frame against it, empty and populated):
+
+* datetimes are ``datetime64[us, UTC]``; counts ``Int64``; scores, distances and
+  timings ``Float64`` (costs of ``sessions`` stay ``float64``); text ``string``;
+  enumerations ``string`` or ``category``; flags ``bool`` / ``boolean``;
+* ``list`` columns hold lists of ids (object dtype; parquet ``list<string>``): a list,
+  ``[]`` when empty, on every row the field applies to, and None where it does not
+  (a lane that did not run, a context row of another kind);
+* ``dict`` (only ``used_graph_element_ids``): ``{"node_ids": [...], "edge_ids": [...]}``
+  with both keys, or None (parquet: a struct of two lists);
+* free-form payloads (``memify_metadata``, a recall result's ``raw`` / ``structured`` /
+  ``entries``, a feedback row's ``candidate_context_entries``) are JSON text
+  (``string``; ``json.loads`` gives the value back).
+
+Empty frames have the same columns and dtypes as populated ones. Every frame
+round-trips through ``to_parquet`` / ``pandas.read_parquet`` (``pip install
+'memlab[frames]'`` brings pyarrow); list columns come back as numpy arrays.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+import json
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pydantic
@@ -13,12 +35,32 @@ if TYPE_CHECKING:
     from memlab.bench.conversations import Benchmark
     from memlab.datasets import Datasets
     from memlab.graph import PermanentMemory
+    from memlab.models import SessionQAEntry
     from memlab.session import SessionAPI, SessionManager
     from memlab.usage import UsageAPI
 
+__all__ = [
+    "COST_COLUMNS",
+    "COST_TYPES",
+    "FRAME_COLUMNS",
+    "FRAME_ROWS",
+    "Frames",
+    "LIST",
+    "NESTED",
+    "SESSION_COLUMNS",
+    "SESSION_TYPES",
+    "TURN_COLUMNS",
+    "USAGE_COLUMNS",
+    "USAGE_TYPES",
+    "UTC_DATETIME",
+    "frame_columns",
+    "pandas_dtype",
+    "to_frame",
+]
+
 
 def to_frame(rows: Iterable[pydantic.BaseModel | dict[str, Any]], columns: list[str] | None = None) -> "pandas.DataFrame":
-    """A DataFrame with one row per model (or dict); ``columns`` fixes the columns of an empty result."""
+    """A DataFrame with one row per model (or dict); ``columns`` fixes the columns of an empty result (untyped)."""
     import pandas as pd
 
     records = [row.model_dump() if isinstance(row, pydantic.BaseModel) else dict(row) for row in rows]
@@ -28,8 +70,207 @@ def to_frame(rows: Iterable[pydantic.BaseModel | dict[str, Any]], columns: list[
     return frame
 
 
+# -- the registry of frame columns ------------------------------------------------------------
+
+#: dtype of the datetime columns
+UTC_DATETIME = "datetime64[us, UTC]"
+#: pseudo-dtype of a column of id lists (pandas ``object``, parquet ``list<string>``)
+LIST = "list"
+#: pseudo-dtype of ``used_graph_element_ids`` (pandas ``object``, parquet ``struct<node_ids, edge_ids>``)
+NESTED = "dict"
+_JSON = "json"  # JSON text of a free-form payload: pandas "string"
+
+
+def pandas_dtype(kind: str) -> str:
+    """The pandas dtype (as ``str(series.dtype)`` prints it) of a :data:`FRAME_COLUMNS` dtype."""
+    if kind in (LIST, NESTED):
+        return "object"
+    return "string" if kind == _JSON else kind
+
+
+#: the columns of :meth:`Frames.entries` (the fields of :class:`~memlab.models.SessionQAEntry`)
+ENTRY_TYPES = {
+    "time": UTC_DATETIME, "question": "string", "context": "string", "answer": "string", "qa_id": "string",
+    "feedback_text": "string", "feedback_score": "Int64", "used_graph_element_ids": NESTED, "memify_metadata": _JSON,
+    "used_session_context_ids": LIST,
+}
+#: the columns of :meth:`Frames.context`: guidance (``kind == "context"``), feedback and watermark rows
+CONTEXT_TYPES = {
+    "id": "string", "kind": "string", "created_at": UTC_DATETIME,
+    # guidance entries (SessionContextEntry)
+    "section": "string", "context_profile": "string", "content": "string", "normalized_content": "string",
+    "confidence": "Float64", "priority": "Int64", "helpful_count": "Int64", "harmful_count": "Int64",
+    "last_served_at": UTC_DATETIME, "source_feedback_ids": LIST, "source_trace_ids": LIST,
+    # feedback entries (SessionFeedbackEntry)
+    "raw_text": "string", "referenced_qa_ids": LIST, "referenced_qa_rating": "Int64", "influencing_context_ids": LIST,
+    "candidate_context_entries": _JSON,
+    # watermarks: the persist watermark (dataset_id, count), the distillation watermark (sealed_ids)
+    "dataset_id": "string", "count": "Int64", "sealed_ids": LIST,
+}
+#: the columns of :meth:`Frames.turns`
+TURN_COLUMNS = (
+    "qa_id", "time", "question", "mode", "requested_mode", "fallback_reason", "answered", "latency_ms", "answer_calls",
+    "analysis_calls", "llm_calls", "tokens_in", "tokens_out", "effective_query", "rewrite", "analysis_error", "guidance_ids",
+    "lane_raw", "lane_rewrite", "lane_merged", "history_ids",
+)
+TURN_TYPES = {
+    "qa_id": "string", "time": UTC_DATETIME, "question": "string", "mode": "string", "requested_mode": "string",
+    "fallback_reason": "string", "answered": "boolean", "latency_ms": "Int64", "answer_calls": "Int64", "analysis_calls": "Int64",
+    "llm_calls": "Int64", "tokens_in": "Int64", "tokens_out": "Int64", "effective_query": "string", "rewrite": "string",
+    "analysis_error": "string", "guidance_ids": LIST, "lane_raw": LIST, "lane_rewrite": LIST, "lane_merged": LIST,
+    "history_ids": LIST,
+}
+#: the columns of :meth:`Frames.phases`
+PHASE_TYPES = {"qa_id": "string", "turn": "Int64", "mode": "string", "phase": "string", "start_ms": "Float64", "ms": "Float64"}
+#: the columns of :meth:`Frames.sessions`
+SESSION_COLUMNS = (
+    "session_id", "user_id", "dataset_id", "status", "effective_status", "started_at", "last_activity_at", "ended_at",
+    "tokens_in", "tokens_out", "cost_usd", "unpriced_tokens_in", "unpriced_tokens_out", "embedding_tokens",
+    "embedding_cost_usd", "error_count", "last_model",
+)
+SESSION_TYPES = {
+    "session_id": "string", "user_id": "string", "dataset_id": "string", "status": "category", "effective_status": "category",
+    "started_at": UTC_DATETIME, "last_activity_at": UTC_DATETIME, "ended_at": UTC_DATETIME, "tokens_in": "Int64",
+    "tokens_out": "Int64", "cost_usd": "float64", "unpriced_tokens_in": "Int64", "unpriced_tokens_out": "Int64",
+    "embedding_tokens": "Int64", "embedding_cost_usd": "float64", "error_count": "Int64", "last_model": "string",
+}
+#: the columns of :meth:`Frames.usage`
+USAGE_COLUMNS = (
+    "session_id", "user_id", "model", "kind", "calls", "tokens_in", "tokens_out", "cost_usd", "priced", "usage_source", "updated_at",
+)
+USAGE_TYPES = {
+    "session_id": "string", "user_id": "string", "model": "string", "kind": "category", "calls": "Int64", "tokens_in": "Int64",
+    "tokens_out": "Int64", "cost_usd": "Float64", "priced": "bool", "usage_source": "category", "updated_at": UTC_DATETIME,
+}
+#: the columns of :meth:`Frames.cost_by_model`
+COST_COLUMNS = ("model", "kind", "sessions", "calls", "tokens_in", "tokens_out", "cost_usd", "priced")
+COST_TYPES = {
+    "model": "string", "kind": "category", "sessions": "Int64", "calls": "Int64", "tokens_in": "Int64", "tokens_out": "Int64",
+    "cost_usd": "Float64", "priced": "bool",
+}
+#: the columns of :meth:`Frames.nearest`
+NEAREST_TYPES = {"collection": "string", "rank": "Int64", "id": "string", "distance": "Float64", "text": "string", "data_ids": LIST}
+#: the columns of :meth:`Frames.graph_nodes`
+GRAPH_NODE_TYPES = {"id": "string", "type": "string", "name": "string", "data_ids": LIST}
+_RECALL_COLUMNS = ("source", "kind", "search_type", "text", "score")
+#: every column :meth:`Frames.recall` can have (the fields of every ``recall()`` result type); the first five always
+RECALL_TYPES = {
+    "source": "string", "kind": "string", "search_type": "string", "text": "string", "score": "Float64",
+    # SessionRecallResponse
+    "session_id": "string", "matched_tokens": "Int64", "time": UTC_DATETIME, "question": "string", "context": "string",
+    "answer": "string", "qa_id": "string", "feedback_text": "string", "feedback_score": "Int64",
+    "used_graph_element_ids": NESTED, "used_session_context_ids": LIST,
+    # GraphRecallResponse (and SkillRecallResponse's dataset_id)
+    "id": "string", "dataset_id": "string", "raw": _JSON, "structured": _JSON,
+    # SessionContextRecallResponse
+    "content": "string", "context_profile": "string", "entries": _JSON,
+    # SkillRecallResponse
+    "skill": "string",
+    # SystemRecallResponse
+    "status": "string", "datapoint_count": "Int64", "threshold": "Int64", "error_class": "string", "error_message": "string",
+}
+#: the columns of :meth:`memlab.models.CleanupReceipt.to_frame`
+CLEANUP_TYPES = {"user_id": "string", "session_id": "string", "entry_type": "category", "entry_id": "string", "whole_session": "bool"}
+
+#: frame -> column -> dtype (a pandas dtype name, :data:`LIST`, :data:`NESTED` or ``json``: JSON text in a
+#: ``string`` column; see :func:`pandas_dtype`). ``quality`` depends on ``k``: see :func:`frame_columns`.
+FRAME_COLUMNS: dict[str, Mapping[str, str]] = {
+    "entries": ENTRY_TYPES,
+    "context": CONTEXT_TYPES,
+    "turns": TURN_TYPES,
+    "phases": PHASE_TYPES,
+    "sessions": SESSION_TYPES,
+    "usage": USAGE_TYPES,
+    "cost_by_model": COST_TYPES,
+    "nearest": NEAREST_TYPES,
+    "graph_nodes": GRAPH_NODE_TYPES,
+    "recall": RECALL_TYPES,
+    "cleanup": CLEANUP_TYPES,
+}
+#: frame -> what one row is (the README table's "one row per")
+FRAME_ROWS: dict[str, str] = {
+    "entries": "session turn, oldest first",
+    "context": "session-context row (guidance, feedback, watermark), first-insert order",
+    "turns": "search turn, oldest first",
+    "phases": "(search turn, phase), by turn then start",
+    "sessions": "session the caller may see",
+    "usage": "(session, model, kind)",
+    "cost_by_model": "(model, kind) over a range",
+    "nearest": "(collection, rank) nearest a query",
+    "graph_nodes": "graph node of a dataset",
+    "recall": "recall() result, any source (columns no row has are dropped)",
+    "cleanup": "session entry a delete removed",
+    "quality": "category of a benchmark, then the overall row",
+    "quality_questions": "benchmark question",
+}
+
+
+def frame_columns(name: str, *, k: Sequence[int] = (5, 10)) -> dict[str, str]:
+    """Column -> pandas dtype of the frame ``name`` (a key of :data:`FRAME_ROWS`); ``k``: the cut-offs of ``quality``."""
+    if name in ("quality", "quality_questions"):
+        from memlab.bench.quality_eval import question_columns, summary_columns
+
+        return question_columns(k) if name == "quality_questions" else summary_columns(k)
+    return {column: pandas_dtype(kind) for column, kind in FRAME_COLUMNS[name].items()}
+
+
+# -- building typed frames ----------------------------------------------------------------------
+
+
+def _ids(value: Any) -> list[str] | None:
+    return [str(item) for item in value] if isinstance(value, (list, tuple)) else None
+
+
+def _graph_ids(value: Any) -> dict[str, list[str]] | None:
+    if not isinstance(value, Mapping):
+        return None
+    return {key: _ids(value.get(key)) or [] for key in ("node_ids", "edge_ids")}
+
+
+def _integer(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _column(values: list[Any], kind: str) -> Any:
+    """``values`` as a pandas array or Series of dtype ``kind`` (values of the wrong type read as missing)."""
+    import pandas as pd
+
+    if kind == UTC_DATETIME:
+        raw = pd.Series([None if value == "" else value for value in values], dtype=object)
+        return pd.to_datetime(raw, utc=True, format="ISO8601", errors="coerce").astype(UTC_DATETIME).array
+    if kind == "string":
+        return pd.array([None if value is None else str(value) for value in values], dtype="string")
+    if kind == "category":  # categories of pandas' default str dtype (what parquet gives back)
+        return pd.Categorical([None if value is None else str(value) for value in values])
+    if kind == _JSON:
+        return pd.array([None if value is None else json.dumps(value, default=str) for value in values], dtype="string")
+    if kind == "Int64":
+        return pd.array([_integer(value) for value in values], dtype="Int64")
+    if kind in ("Float64", "float64"):
+        return pd.array([_number(value) for value in values], dtype="Float64").astype(kind)
+    if kind in ("bool", "boolean"):
+        return pd.array([value if isinstance(value, bool) else None for value in values], dtype="boolean").astype(kind)
+    if kind == LIST:
+        return pd.Series([_ids(value) for value in values], dtype=object)
+    if kind == NESTED:
+        return pd.Series([_graph_ids(value) for value in values], dtype=object)
+    raise ValueError(f"unknown frame dtype {kind!r}")
+
+
+def _build(rows: Sequence[Mapping[str, Any]], types: Mapping[str, str]) -> "pandas.DataFrame":
+    """One row per mapping, the columns of ``types`` in order, each of its dtype (missing keys read as missing)."""
+    import pandas as pd
+
+    data = {name: _column([row.get(name) for row in rows], kind) for name, kind in types.items()}
+    return pd.DataFrame({name: pd.Series(values, dtype=pandas_dtype(types[name])) for name, values in data.items()}, columns=list(types))
+
+
 class Frames:
-    """``stack.frames``: coroutines returning DataFrames of what the stack stores.
+    """``stack.frames``: coroutines returning DataFrames of what the stack stores (columns: :data:`FRAME_COLUMNS`).
 
     Built from the stack's session API and manager, datasets, an accessor for its
     permanent memory and its ``recall`` coroutine.
@@ -71,11 +312,10 @@ class Frames:
         Datetimes are UTC (``ended_at`` NaT while running), counts ``Int64``, costs ``float64``.
         """
         page = await self._usage_api().list_sessions(user, status=status, order_by=order_by, descending=descending, limit=limit, offset=offset)
-        rows = [item.model_dump(exclude={"models"}) for item in page.items]
-        return _typed(to_frame(rows, columns=list(SESSION_COLUMNS))[list(SESSION_COLUMNS)], SESSION_TYPES)
+        return _build([item.model_dump(exclude={"models"}) for item in page.items], SESSION_TYPES)
 
     async def usage(self, session_id: str | None = None, *, user: Any = None, limit: int = 1000) -> "pandas.DataFrame":
-        """One row per (session, model, kind): calls, tokens, ``cost_usd`` (NaN: unpriced), ``priced``, ``usage_source``.
+        """One row per (session, model, kind): calls, tokens, ``cost_usd`` (NA: unpriced), ``priced``, ``usage_source``.
 
         ``session_id``: that session only; None: every session the caller may see (the
         ``limit`` most recently active). Columns :data:`USAGE_COLUMNS`.
@@ -92,57 +332,86 @@ class Frames:
             for session in sessions
             for model in session.models
         ]
-        return _typed(to_frame(rows, columns=list(USAGE_COLUMNS))[list(USAGE_COLUMNS)], USAGE_TYPES)
+        return _build(rows, USAGE_TYPES)
 
     async def cost_by_model(self, range: str = "30d", *, user: Any = None) -> "pandas.DataFrame":
-        """``stack.usage.cost_by_model(range)`` as a frame: one row per (model, kind); ``cost_usd`` NaN when unpriced."""
+        """``stack.usage.cost_by_model(range)`` as a frame: one row per (model, kind); ``cost_usd`` NA when unpriced."""
         rows = await self._usage_api().cost_by_model(range, user)
-        return _typed(to_frame(rows, columns=list(COST_COLUMNS))[list(COST_COLUMNS)], COST_TYPES)
+        return _build([row.model_dump() for row in rows], COST_TYPES)
 
     async def entries(self, session_id: str | None = None, *, last_n: int | None = None, user: Any = None) -> "pandas.DataFrame":
-        """One row per session turn, oldest first (``time`` as UTC timestamps, ``feedback_score`` as nullable Int64)."""
-        from memlab.models import SessionQAEntry
+        """One row per session turn, oldest first; columns :data:`ENTRY_TYPES` (the fields of ``SessionQAEntry``).
 
+        ``time`` is a UTC timestamp, ``feedback_score`` nullable ``Int64``,
+        ``used_session_context_ids`` a list (``[]``: none), ``memify_metadata`` JSON text.
+        """
         rows = await self._session.get_session(session_id=session_id, last_n=last_n, user=user)
-        frame = to_frame(rows, columns=list(SessionQAEntry.model_fields))
-        if not frame.empty:
-            import pandas as pd
-
-            frame["time"] = pd.to_datetime(frame["time"], utc=True, format="ISO8601")
-            frame["feedback_score"] = frame["feedback_score"].astype("Int64")
-        return frame
+        records = [{**row.model_dump(), "used_session_context_ids": list(row.used_session_context_ids or [])} for row in rows]
+        return _build(records, ENTRY_TYPES)
 
     async def context(self, session_id: str | None = None, *, user: Any = None) -> "pandas.DataFrame":
-        """One row per session-context row (guidance, feedback, watermarks), first-insert order."""
+        """One row per session-context row (guidance, feedback, watermarks), first-insert order; columns :data:`CONTEXT_TYPES`.
+
+        Each row fills the columns of its kind (guidance: ``section`` ... ``source_trace_ids``;
+        feedback: ``raw_text`` ... ``candidate_context_entries``; watermarks: ``dataset_id``,
+        ``count``, ``sealed_ids``); the others are missing (None in list columns).
+        Guidance embeddings are left out.
+        """
         user_id, session = await self._session.resolve(session_id, user)
         rows = await self._manager.get_context_entries(user_id, session_id=session)
-        return to_frame(rows, columns=["id", "kind"])
+        return _build(rows, CONTEXT_TYPES)
+
+    async def _search_turns(self, session_id: str | None, user: Any) -> list["SessionQAEntry"]:
+        """The session's turns written by a completion ``search()`` (those carrying a turn record), oldest first."""
+        entries = await self._session.get_session(session_id=session_id, user=user)
+        return [entry for entry in entries if "turn_mode" in (entry.memify_metadata or {})]
 
     async def turns(self, session_id: str | None = None, *, user: Any = None) -> "pandas.DataFrame":
         """One row per search turn of the session, oldest first (turns written by ``remember`` are left out).
 
-        Columns (:data:`TURN_COLUMNS`): ``qa_id``, ``time``, ``question``, ``mode`` (what
-        ran), ``requested_mode``, ``fallback_reason``, ``answered``, ``latency_ms``,
-        ``answer_calls``, ``analysis_calls``, ``llm_calls``, ``tokens_in``, ``tokens_out``,
-        ``effective_query``, ``rewrite``, ``analysis_error``, ``guidance_ids`` (see
-        :mod:`memlab.flows.turn`).
+        Columns (:data:`TURN_COLUMNS`, dtypes :data:`TURN_TYPES`): ``qa_id``, ``time``,
+        ``question``, ``mode`` (what ran), ``requested_mode``, ``fallback_reason``,
+        ``answered``, ``latency_ms``, ``answer_calls``, ``analysis_calls``, ``llm_calls``,
+        ``tokens_in``, ``tokens_out``, ``effective_query``, ``rewrite``, ``analysis_error``,
+        ``guidance_ids``, then ``lane_raw`` / ``lane_rewrite`` / ``lane_merged`` (the element
+        ids each retrieval lane ranked and the merged list the answer saw; None for a lane
+        that did not run: ``lane_rewrite`` on a single-query turn, all three on a gated
+        turn) and ``history_ids`` (the turns the answer's prompt held as history,
+        ``[]`` when none). See :mod:`memlab.flows.turn`.
         """
+        from memlab.flows.turn import turn_trace
+
         rows: list[dict[str, Any]] = []
-        for entry in await self._session.get_session(session_id=session_id, user=user):
+        for entry in await self._search_turns(session_id, user):
             meta = entry.memify_metadata or {}
-            if "turn_mode" not in meta:
-                continue
             row: dict[str, Any] = {"qa_id": entry.qa_id, "time": entry.time, "question": entry.question}
             row.update({name: meta.get(f"turn_{name}") for name in TURN_COLUMNS if name not in row})
-            row["llm_calls"] = (row["answer_calls"] or 0) + (row["analysis_calls"] or 0)
+            row["llm_calls"] = (_integer(row["answer_calls"]) or 0) + (_integer(row["analysis_calls"]) or 0)
             row["guidance_ids"] = list(entry.used_session_context_ids or [])
+            row["history_ids"] = _ids(meta.get("turn_history_ids")) or []
+            lanes = turn_trace(meta)["lanes"] or {}
+            row.update({f"lane_{lane}": lanes.get(lane) for lane in ("raw", "rewrite", "merged")})
             rows.append(row)
-        frame = to_frame(rows, columns=list(TURN_COLUMNS))
-        if not frame.empty:
-            import pandas as pd
+        return _build(rows, TURN_TYPES)
 
-            frame["time"] = pd.to_datetime(frame["time"], utc=True, format="ISO8601")
-        return frame[list(TURN_COLUMNS)]
+    async def phases(self, session_id: str | None = None, *, user: Any = None) -> "pandas.DataFrame":
+        """One row per (search turn, phase) of the session: when each step of the turn started and how long it took.
+
+        Columns (:data:`PHASE_TYPES`): ``qa_id``, ``turn`` (0-based among the session's
+        search turns, the rows of :meth:`turns`), ``mode`` (what ran), ``phase`` (``load``,
+        ``analysis``, ``apply``, ``guidance``, ``history``, ``retrieve_raw``,
+        ``retrieve_rewrite``, ``merge``, ``answer``), ``start_ms`` (relative to the turn
+        lock) and ``ms``. Ordered by turn, then start.
+        """
+        from memlab.flows.turn import turn_trace
+
+        rows: list[dict[str, Any]] = []
+        for index, entry in enumerate(await self._search_turns(session_id, user)):
+            meta = entry.memify_metadata or {}
+            phases = [phase for phase in turn_trace(meta)["phases"] if isinstance(phase, Mapping)]
+            for phase in sorted(phases, key=lambda item: _number(item.get("start_ms")) or 0.0):
+                rows.append({"qa_id": entry.qa_id, "turn": index, "mode": meta.get("turn_mode"), **phase})
+        return _build(rows, PHASE_TYPES)
 
     async def nearest(
         self,
@@ -155,9 +424,9 @@ class Frames:
     ) -> "pandas.DataFrame":
         """The ``top_k`` elements of each vector collection nearest ``query_text``.
 
-        Columns: ``collection``, ``rank``, ``id``, ``distance`` (1 - cosine, lower is
-        nearer), ``text``, ``data_ids`` (the documents supporting the element).
-        The user needs read permission on ``dataset``.
+        Columns (:data:`NEAREST_TYPES`): ``collection``, ``rank``, ``id``, ``distance``
+        (1 - cosine, lower is nearer), ``text``, ``data_ids`` (the documents supporting the
+        element). The user needs read permission on ``dataset``.
         """
         target = await self._datasets.resolve(dataset, user, "read")
         graph = await self._memory().graph(target.id)
@@ -176,7 +445,7 @@ class Frames:
                         "data_ids": sorted(graph.supporters(element_id)),
                     }
                 )
-        return to_frame(rows, columns=["collection", "rank", "id", "distance", "text", "data_ids"])
+        return _build(rows, NEAREST_TYPES)
 
     async def graph_nodes(self, *, dataset: Any = "main_dataset", type: str | None = None, user: Any = None) -> "pandas.DataFrame":
         """One row per graph node of the dataset (``type``: document, chunk, summary, entity), with its supporters."""
@@ -186,7 +455,7 @@ class Frames:
             {"id": node["id"], "type": node["type"], "name": node["name"], "data_ids": sorted(graph.supporters(node["id"]))}
             for node in graph.nodes(type=type)
         ]
-        return to_frame(rows, columns=["id", "type", "name", "data_ids"])
+        return _build(rows, GRAPH_NODE_TYPES)
 
     async def quality(
         self, benchmark: "Benchmark", *, k: Sequence[int] = (5, 10), limit: int | None = None, questions: bool = False
@@ -198,72 +467,37 @@ class Frames:
         rate, p50 / p95 search ms, ingest costs; ``questions=True``: one row per question.
         ``limit``: the first ``limit`` questions only. Runs on a scratch in-memory session
         cache with the stack's retriever (and embedder): the stack's own stores are not
-        touched. Columns typed (``Float64`` / ``Int64`` nullable, ``string``).
+        touched. Columns typed (``Float64`` / ``Int64`` nullable, ``string``): ``frame_columns("quality", k=k)``;
+        ``embedder`` is the retriever's embedder (NA for ``keyword`` / ``bm25``, which embed nothing).
         """
         from memlab.bench.quality_eval import evaluate, quality_frame, scratch_manager, summary_rows
 
-        run = await evaluate(scratch_manager(self._manager.retriever), benchmark, ks=k, limit=limit)
+        retriever = self._manager.retriever
+        run = await evaluate(scratch_manager(retriever), benchmark, ks=k, limit=limit)
+        if getattr(retriever, "needs_embedder", False):  # vector, or hybrid with its vector lane; keyword / bm25: NA
+            vector = getattr(retriever, "semantic", retriever)
+            run.embedder = getattr(getattr(vector, "embedder", None), "name", None)
         return quality_frame(run.questions if questions else summary_rows(run), run.ks, questions=questions)
 
     async def recall(self, query_text: str, query_type: Any = None, **kwargs: Any) -> "pandas.DataFrame":
         """``stack.recall(...)`` as a DataFrame: one row per result, any source.
 
-        Columns start with ``source``, ``kind``, ``search_type``, ``text``, ``score``;
-        then every other field of the results (empty where a source lacks it).
+        Columns start with ``source``, ``kind``, ``search_type``, ``text`` (a session turn's
+        ``answer``), ``score``; then every other field the results have (:data:`RECALL_TYPES`),
+        in order of first appearance, except those missing on every returned row.
         """
         results = await self._recall(query_text, query_type, **kwargs)
-        frame = to_frame(results, columns=list(_RECALL_COLUMNS))
-        if "text" not in frame.columns and "answer" in frame.columns:  # session rows carry their text as answer
-            frame["text"] = frame["answer"]
-        elif "answer" in frame.columns:
-            frame["text"] = frame["text"].fillna(frame["answer"])
-        first = [column for column in _RECALL_COLUMNS if column in frame.columns]
-        return frame[first + [column for column in frame.columns if column not in first]]
-
-
-_RECALL_COLUMNS = ("source", "kind", "search_type", "text", "score")
-#: the columns of :meth:`Frames.turns`
-TURN_COLUMNS = (
-    "qa_id", "time", "question", "mode", "requested_mode", "fallback_reason", "answered", "latency_ms", "answer_calls",
-    "analysis_calls", "llm_calls", "tokens_in", "tokens_out", "effective_query", "rewrite", "analysis_error", "guidance_ids",
-)
-
-
-def _typed(frame: "pandas.DataFrame", types: dict[str, str]) -> "pandas.DataFrame":
-    """``frame`` with the given column dtypes (``datetime`` = UTC timestamps)."""
-    import pandas as pd
-
-    for column, kind in types.items():
-        if kind == "datetime":
-            frame[column] = pd.to_datetime(frame[column], utc=True)
-        else:
-            frame[column] = frame[column].astype(kind)
-    return frame
-
-
-#: the columns of :meth:`Frames.sessions`
-SESSION_COLUMNS = (
-    "session_id", "user_id", "dataset_id", "status", "effective_status", "started_at", "last_activity_at", "ended_at",
-    "tokens_in", "tokens_out", "cost_usd", "unpriced_tokens_in", "unpriced_tokens_out", "embedding_tokens",
-    "embedding_cost_usd", "error_count", "last_model",
-)
-SESSION_TYPES = {
-    "session_id": "string", "user_id": "string", "dataset_id": "string", "status": "category", "effective_status": "category",
-    "started_at": "datetime", "last_activity_at": "datetime", "ended_at": "datetime", "tokens_in": "Int64", "tokens_out": "Int64",
-    "cost_usd": "float64", "unpriced_tokens_in": "Int64", "unpriced_tokens_out": "Int64", "embedding_tokens": "Int64",
-    "embedding_cost_usd": "float64", "error_count": "Int64", "last_model": "string",
-}
-#: the columns of :meth:`Frames.usage`
-USAGE_COLUMNS = (
-    "session_id", "user_id", "model", "kind", "calls", "tokens_in", "tokens_out", "cost_usd", "priced", "usage_source", "updated_at",
-)
-USAGE_TYPES = {
-    "session_id": "string", "user_id": "string", "model": "string", "kind": "category", "calls": "Int64", "tokens_in": "Int64",
-    "tokens_out": "Int64", "cost_usd": "Float64", "priced": "bool", "usage_source": "category", "updated_at": "datetime",
-}
-#: the columns of :meth:`Frames.cost_by_model`
-COST_COLUMNS = ("model", "kind", "sessions", "calls", "tokens_in", "tokens_out", "cost_usd", "priced")
-COST_TYPES = {
-    "model": "string", "kind": "category", "sessions": "Int64", "calls": "Int64", "tokens_in": "Int64", "tokens_out": "Int64",
-    "cost_usd": "Float64", "priced": "bool",
-}
+        records = []
+        seen: dict[str, None] = dict.fromkeys(_RECALL_COLUMNS)
+        for result in results:
+            record = result.model_dump(mode="json") if isinstance(result, pydantic.BaseModel) else dict(result)
+            if record.get("text") is None and record.get("answer") is not None:  # session rows carry their text as answer
+                record["text"] = record["answer"]
+            if record.get("source") == "session":
+                record["used_session_context_ids"] = list(record.get("used_session_context_ids") or [])
+            seen.update(dict.fromkeys(record))
+            records.append(record)
+        types = {column: RECALL_TYPES.get(column, _JSON) for column in seen}
+        frame = _build(records, types)
+        missing = [column for column in frame.columns[len(_RECALL_COLUMNS):] if frame[column].isna().all()]
+        return frame.drop(columns=missing)

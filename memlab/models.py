@@ -13,6 +13,8 @@ from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from memlab._html import field_table, model_table, row_table
+
 __all__ = [
     "AnyRecallResponse",
     "CleanupFailure",
@@ -100,6 +102,9 @@ class SessionQAEntry(BaseModel):
     @classmethod
     def _metadata(cls, value: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
         return value or None
+
+    def _repr_html_(self) -> str:
+        return model_table(self)
 
 
 _WS = re.compile(r"\s+")
@@ -275,6 +280,9 @@ class SessionRecord(BaseModel):
     last_activity_at: datetime
     ended_at: Optional[datetime] = None
 
+    def _repr_html_(self) -> str:
+        return model_table(self)
+
 
 class ModelUsage(BaseModel):
     """One model's usage in one session: calls, tokens, cost (None: unpriced, the model is not in litellm's cost map).
@@ -322,6 +330,12 @@ class SessionUsage(BaseModel):
     error_count: int = 0
     last_model: Optional[str] = None
     models: list[ModelUsage] = Field(default_factory=list)
+
+    def _repr_html_(self) -> str:
+        """The session's fields, then one row per model (when ``models`` is filled)."""
+        columns = ("model", "kind", "calls", "tokens_in", "tokens_out", "cost_usd", "priced", "usage_source")
+        models = [[getattr(model, name) for name in columns] for model in self.models]
+        return model_table(self, exclude={"models"}) + (row_table(columns, models, title="models") if models else "")
 
 
 class SessionPage(BaseModel):
@@ -416,6 +430,24 @@ class CleanupReceipt(BaseModel):
             sessions_considered=self.sessions_considered + other.sessions_considered,
         )
 
+    def _repr_html_(self) -> str:
+        """The counts, then one row per cleaned session and one per failure."""
+        summary = [
+            ("sessions_considered", self.sessions_considered),
+            ("sessions_cleaned", len(self.sessions)),
+            ("qa_ids", self.qa_ids),
+            ("context_ids", self.context_ids),
+            ("failures", len(self.failures)),
+        ]
+        parts = [field_table(summary, title="CleanupReceipt")]
+        if self.sessions:
+            cleaned = ("user_id", "session_id", "qa_ids", "context_ids", "whole_session")
+            parts.append(row_table(cleaned, [[getattr(item, name) for name in cleaned] for item in self.sessions], title="sessions"))
+        if self.failures:
+            failed = ("user_id", "session_id", "operation", "error")
+            parts.append(row_table(failed, [[getattr(item, name) for name in failed] for item in self.failures], title="failures"))
+        return "".join(parts)
+
     def to_frame(self):
         """One row per removed entry: ``user_id, session_id, entry_type ("qa" | "context"), entry_id, whole_session``."""
         import pandas as pd
@@ -456,6 +488,10 @@ class ForgetResult(BaseModel):
             cleanup=self.cleanup.merged(other.cleanup),
             dry_run=self.dry_run,
         )
+
+    def _repr_html_(self) -> str:
+        """What was removed (ids shortened), then the cleanup receipt."""
+        return model_table(self, exclude={"cleanup"}) + self.cleanup._repr_html_()
 
 
 class DistillResult(BaseModel):
@@ -504,6 +540,9 @@ class RecallResponse(BaseModel):
     """Base of every ``recall()`` result; ``source`` says which memory produced it."""
 
     source: str
+
+    def _repr_html_(self) -> str:
+        return model_table(self)
 
 
 class SessionRecallResponse(RecallResponse):

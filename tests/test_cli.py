@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -93,7 +94,7 @@ def demo_env(monkeypatch, tmp_path):
 
 
 def test_demo_walks_through_session_memory(demo_env, capsys):
-    assert main(["demo"]) == 0
+    assert main(["demo", "session"]) == 0
     out = capsys.readouterr().out
     assert out.count("session_stored") == 4
     assert "recall('Alice flight') -> 2 hits" in out
@@ -109,9 +110,9 @@ def test_demo_walks_through_session_memory(demo_env, capsys):
 
 
 def test_demo_starts_clean_on_a_second_run(demo_env, capsys):
-    assert main(["demo"]) == 0
+    assert main(["demo", "session"]) == 0
     capsys.readouterr()
-    assert main(["demo"]) == 0
+    assert main(["demo", "session"]) == 0
     out = capsys.readouterr().out
     assert "cleared turns left in 'demo_session'" in out
     assert "get_session: 4 turns" in out
@@ -121,3 +122,34 @@ def test_demo_reports_config_errors(demo_env, monkeypatch, capsys):
     monkeypatch.setenv("CACHE_BACKEND", "no_such_backend")
     assert main(["demo"]) == 2  # a bad setting is a usage error
     assert "unknown cache backend 'no_such_backend'" in capsys.readouterr().err
+    assert main(["demo", "session"]) == 2
+    assert "unknown cache backend 'no_such_backend'" in capsys.readouterr().err
+
+
+def test_demo_compares_the_modes_and_writes_a_report(demo_env, capsys):
+    """``memlab demo`` (what ``make demo`` runs) on the embedded default: the table, the sentences, the report file."""
+    assert main(["demo", "--turns", "6", "--documents", "4", "--latency-ms", "30", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("mode "))
+    for column in ("answered", "p50 ms", "p95 ms", "tokens/turn", "LLM calls", "guidance written", "hit rate"):
+        assert column in header
+    rows = {line.split()[0]: line.split() for line in lines[lines.index(header) + 2 :][:3]}
+    assert set(rows) == {"concurrent", "sequential", "off"}
+    assert rows["concurrent"][1] == rows["off"][1] == "6"  # turns
+    assert "sqlite session cache, embedder memlab/minilm, LLM memlab/offline" in out
+    assert "concurrent answers in" in out and "off skips the analysis" in out
+    report = Path(next(line for line in lines if line.startswith("report: ")).removeprefix("report: "))
+    assert report.parent == (demo_env / "reports").resolve() and report.suffix == ".html"
+    text = report.read_text()
+    assert "<img src='data:image/png;base64," in text
+    assert all(mode in text for mode in ("concurrent", "sequential", "off")) and "latency_p50_ms" in text
+
+
+def test_demo_rejects_bad_options(demo_env, capsys):
+    with pytest.raises(SystemExit) as excinfo:
+        main(["demo", "--latency-ms", "-5"])
+    assert excinfo.value.code == 2 and "must be a finite number >= 0, got -5" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["demo", "walkthrough"])
+    assert "invalid choice: 'walkthrough'" in capsys.readouterr().err

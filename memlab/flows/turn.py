@@ -235,10 +235,12 @@ class SessionTurn(TurnPort):
     async def _history(self) -> str:
         """The answer's conversation history: from the turns :meth:`load` read, else read now."""
         manager = self.manager
-        if self._history_turns is None:
-            self._history_turns = await self._timed("history", manager.get_session(self.user_id, last_n=HISTORY_LAST_N, session_id=self.session_id))
-        self.record["history_ids"] = [turn.qa_id for turn in self._history_turns]
-        return manager.format_entries(self._history_turns, include_context=False)
+        turns: list[Any] | None = self._history_turns
+        if turns is None:
+            read: list[Any] = await self._timed("history", manager.get_session(self.user_id, last_n=HISTORY_LAST_N, session_id=self.session_id))
+            turns = self._history_turns = read
+        self.record["history_ids"] = [turn.qa_id for turn in turns]
+        return manager.format_entries(turns, include_context=False)
 
     async def answer(self, query: str, guidance: Any, *, rewrite: str | None = None) -> Completion:
         history = await self._history()

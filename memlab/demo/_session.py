@@ -1,4 +1,4 @@
-"""The session-memory walk-through behind ``memlab demo`` / ``make demo``.
+"""The session-memory walk-through behind ``memlab demo session``.
 
 :func:`run_demo` takes an open :class:`~memlab.MemoryStack` and an ``out``
 callable (``print`` by default; a notebook can pass a list's ``append``), so later

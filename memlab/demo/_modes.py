@@ -1,0 +1,178 @@
+"""``memlab demo`` / ``make demo``: what running turn analysis concurrently does to latency, tokens and answers.
+
+The conversation of ``memlab bench modes`` (:class:`memlab.experiments.ModesConversation`:
+new questions about a remembered synthetic corpus, terse follow-ups, guidance
+statements, thanks and corrections) runs through the ``concurrent``, ``sequential`` and
+``off`` analysis modes on the stack configuration it is given (the embedded default for
+``make demo``: SQLite session cache, the local MiniLM embedder, the offline LLM), each
+mode on a fresh stack, with every LLM call taking ``latency_ms`` (a realistic hosted
+model). It is one :class:`memlab.experiments.Grid` over ``analysis.search_mode``: the
+same table a notebook gets, printed, and an HTML report with the charts of
+:mod:`memlab.charts` written under the data root.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memlab.demo._report import write_report
+from memlab.exceptions import ValidationError
+
+if TYPE_CHECKING:
+    import pandas
+
+    from memlab.config import StackConfig
+
+DEMO_MODES = ("concurrent", "sequential", "off")
+MODE_COLUMN = "analysis.search_mode"
+
+#: (column heading, metric, decimals) of the printed table
+_TABLE = (
+    ("turns", "turns", 0),
+    ("answered", "answered", 0),
+    ("p50 ms", "latency_p50_ms", 0),
+    ("p95 ms", "latency_p95_ms", 0),
+    ("tokens/turn", "tokens_per_turn", 0),
+    ("LLM calls", "llm_calls", 0),
+    ("guidance written", "guidance_written", 0),
+    ("hit rate", "hit_rate", 2),
+    ("wall s", "wall_s", 1),
+)
+
+
+@dataclass(frozen=True)
+class ModeDemoSpec:
+    """What the mode demo runs: ``turns`` user messages over ``documents`` remembered documents, each LLM call ``latency_ms``."""
+
+    turns: int = 24
+    documents: int = 20
+    latency_ms: float = 250.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("turns", "documents"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValidationError(f"ModeDemoSpec.{name} must be an integer >= 1, got {value!r}")
+        if isinstance(self.latency_ms, bool) or not isinstance(self.latency_ms, (int, float)) or not 0 <= self.latency_ms <= 60_000:
+            raise ValidationError(f"ModeDemoSpec.latency_ms must be a number of ms in [0, 60000], got {self.latency_ms!r}")
+
+
+@dataclass
+class ModeDemoResult:
+    """The demo's Grid metric frame, its one-row-per-mode summary, the report's path and the run's wall-clock."""
+
+    frame: "pandas.DataFrame"
+    summary: "pandas.DataFrame"
+    report: Path
+    seconds: float
+
+    @property
+    def failed(self) -> "pandas.DataFrame":
+        """The rows of cells that failed (empty when every mode ran)."""
+        return self.frame[self.frame["status"] == "failed"]
+
+
+def format_mode_table(summary: "pandas.DataFrame") -> str:
+    """The summary (one row per mode, one column per metric) as the demo's text table."""
+    headings = ["mode"] + [heading for heading, _, _ in _TABLE]
+    rows = []
+    for _, row in summary.iterrows():
+        cells = [str(row[MODE_COLUMN])]
+        for _, metric, decimals in _TABLE:
+            value = row.get(metric)
+            cells.append("-" if value is None or value != value else f"{value:,.{decimals}f}")
+        rows.append(cells)
+    widths = [max(len(headings[i]), *(len(row[i]) for row in rows)) for i in range(len(headings))]
+    lines = ["  ".join(text.ljust(width) if i == 0 else text.rjust(width) for i, (text, width) in enumerate(zip(line, widths)))
+             for line in [headings, *rows]]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def _headline(summary: "pandas.DataFrame") -> list[str]:
+    """One sentence per comparison the demo is about (only for the modes that ran)."""
+    by_mode = {row[MODE_COLUMN]: row for _, row in summary.iterrows()}
+    lines = []
+    concurrent, sequential, off = (by_mode.get(mode) for mode in DEMO_MODES)
+    if concurrent is not None and sequential is not None and sequential["latency_p50_ms"]:
+        ratio = concurrent["latency_p50_ms"] / sequential["latency_p50_ms"]
+        lines.append(
+            f"concurrent answers in {concurrent['latency_p50_ms']:,.0f} ms (median) against sequential's "
+            f"{sequential['latency_p50_ms']:,.0f} ms: {ratio:.2f}x the time, because the analysis call runs beside the answer."
+        )
+        lines.append(
+            f"sequential may gate a turn (answered {sequential['answered']:.0f} of {sequential['turns']:.0f}) "
+            f"and serves guidance in the same turn; concurrent answers every turn and applies guidance from the next."
+        )
+    if off is not None:
+        base = f"off skips the analysis: {off['latency_p50_ms']:,.0f} ms median, {off['tokens_per_turn']:,.0f} tokens per turn"
+        if concurrent is not None:
+            base += f" (concurrent: {concurrent['tokens_per_turn']:,.0f}), and writes no guidance"
+        lines.append(base + ".")
+    return lines
+
+
+async def run_mode_demo(
+    config: "StackConfig",
+    spec: ModeDemoSpec = ModeDemoSpec(),
+    *,
+    out: Callable[[str], Any] = print,
+    progress: bool = True,
+    report_dir: str | Path | None = None,
+) -> ModeDemoResult:
+    """Run the three modes on ``config`` (its LLM latency set to ``spec.latency_ms``), report through ``out``.
+
+    Prints the comparison table and a few sentences reading it, writes the HTML report
+    (the table, the charts, every metric) to ``report_dir`` (default: ``<data_root>/reports``)
+    as ``modes-<UTC time>.html`` and prints its path. A mode that fails is listed with
+    its error; the others are still compared.
+    """
+    from memlab.charts import comparison_figure, comparison_summary, figure_data_uri
+    from memlab.experiments import Grid, ModesConversation
+
+    base = config.model_copy(update={"llm": config.llm.model_copy(update={"offline_latency_ms": float(spec.latency_ms)})})
+    workload = ModesConversation(turns=spec.turns, documents=spec.documents)
+    out(f"memlab demo: one conversation of {spec.turns} turns (seed {spec.seed}) over {spec.documents} remembered documents, "
+        f"through each analysis mode; every LLM call takes {spec.latency_ms:g} ms")
+    out(f"stack: {base.cache.backend} session cache, embedder {base.embedding.model}, LLM {base.llm.model}; a fresh stack per mode")
+    started = time.perf_counter()
+    grid = Grid(base=base, vary={MODE_COLUMN: list(DEMO_MODES)}, workload=workload, seeds=[spec.seed])
+    frame = await grid.run(progress=progress)
+    seconds = time.perf_counter() - started
+    summary = comparison_summary(frame, by=[MODE_COLUMN])
+    out("")
+    out(format_mode_table(summary))
+    out("")
+    headline = _headline(summary)
+    for line in headline:
+        out(line)
+    failed = frame[frame["status"] == "failed"]
+    for _, row in failed.iterrows():
+        out(f"FAILED {row[MODE_COLUMN]}: {row['error']}")
+    notes = [*headline,
+             f"{spec.turns} turns, {spec.documents} documents, seed {spec.seed}, LLM latency {spec.latency_ms:g} ms per call; "
+             f"{base.cache.backend} cache, {base.embedding.model} embedder, {base.llm.model}; ran in {seconds:.1f} s.",
+             "p50 / p95: wall-clock of the answered turns. hit rate: question and follow-up turns whose merged retrieval "
+             "lane held an element of the gold document. guidance written: guidance entries in the session afterwards."]
+    images = []
+    if not summary.empty:
+        images.append(("latency, tokens and hit rate per mode", figure_data_uri(comparison_figure(frame, series=MODE_COLUMN))))
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    directory = Path(report_dir) if report_dir is not None else base.data_root / "reports"
+    report = write_report(
+        directory / f"modes-{stamp}.html",
+        "memlab: concurrent vs sequential vs off",
+        notes=notes,
+        tables=[("per mode (median over seeds)", summary)],
+        images=images,
+        details=[("every metric (the Grid frame)", frame)],
+    )
+    out("")
+    out(f"report: {report}")
+    return ModeDemoResult(frame, summary, report, seconds)
