@@ -95,6 +95,7 @@ async def converse(
     top_k: int = 15,
     baseline: bool = False,
     warm_up: bool = False,
+    lanes: bool = False,
 ) -> list[dict[str, Any]]:
     """Send ``turns`` (``ConversationTurn`` s or strings) one by one through ``stack.search``; one row per turn.
 
@@ -105,6 +106,7 @@ async def converse(
     ``answer``; with ``baseline`` also ``baseline_ms`` / ``baseline_tokens_in`` /
     ``baseline_tokens_out`` of the bare retriever call made just before the turn.
     With ``warm_up``, one untimed bare retriever call on the first turn comes first (imports, caches).
+    With ``lanes``, also ``lanes``: the turn record's ``{"raw", "rewrite", "merged"}`` element ids (None for a gated turn).
     """
     retriever = stack.retrievers.get(search_type)
     if warm_up and turns:
@@ -138,6 +140,8 @@ async def converse(
             guidance=list(record["guidance_ids"]),
             answer=result.text,
         )
+        if lanes:
+            row["lanes"] = record.get("lanes")
         rows.append(row)
     return rows
 

@@ -1,0 +1,59 @@
+"""Argument checks the workloads share (each raises :class:`~memlab.exceptions.ValidationError` naming the value)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memlab.exceptions import BenchmarkError, ValidationError
+
+__all__ = ["SIZES", "benchmark_size", "optional_limit", "positive_int", "require_stored", "search_type_name"]
+
+#: named sizes of the synthetic conversational benchmark (questions); an int is taken as it is
+SIZES: dict[str, int] = {"tiny": 12, "small": 60, "default": 600}
+
+
+def positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(f"{name} must be an int >= 1, got {value!r}")
+    return value
+
+
+def optional_limit(value: Any) -> int | None:
+    return None if value is None else positive_int("limit", value)
+
+
+def benchmark_size(value: Any) -> int:
+    """Questions of the synthetic benchmark: a name of :data:`SIZES` or an int >= 1."""
+    if isinstance(value, str):
+        if value not in SIZES:
+            raise ValidationError(f"size must be one of {', '.join(SIZES)} or an int >= 1, got {value!r}")
+        return SIZES[value]
+    return positive_int("size", value)
+
+
+def search_type_name(value: Any) -> str:
+    """The :class:`~memlab.retrievers.SearchType` value ``value`` names (a member or its string)."""
+    from memlab.retrievers import SearchType
+
+    try:
+        return SearchType(getattr(value, "value", value)).value
+    except ValueError:
+        raise ValidationError(f"unknown search type {value!r}; choose from {', '.join(member.value for member in SearchType)}") from None
+
+
+async def require_stored(stack: Any, session_id: str, expected: int) -> None:
+    """Raise :class:`~memlab.exceptions.BenchmarkError` unless the session holds ``expected`` turns.
+
+    A stack whose session cache is unreachable keeps answering without it (fail-open,
+    by design), so a workload would otherwise report numbers that never touched the
+    backend the cell names. With caching off (``cache.enabled`` false) nothing is stored
+    and nothing is checked.
+    """
+    if not stack.config.cache.enabled:
+        return
+    stored = len(await stack.session.get_session(session_id=session_id))
+    if stored != expected:
+        raise BenchmarkError(
+            f"session {session_id!r} holds {stored} of the {expected} turns sent: the {stack.config.cache.backend} session cache "
+            "failed open (unreachable?), so this cell did not measure it"
+        )

@@ -1,0 +1,338 @@
+"""SessionExplorer: browse a stack's users, sessions and turns; add or delete feedback."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from memlab.widgets import _html as h
+from memlab.widgets._base import Explorer
+from memlab.widgets._elements import ElementLookup
+
+if TYPE_CHECKING:
+    from memlab.models import SessionQAEntry, SessionUsage, User
+    from memlab.stack import MemoryStack
+
+NO_SCORE = 0
+
+
+class SessionExplorer(Explorer):
+    """Pick a user and a session; browse its turns with feedback, guidance served, graph elements used, usage and cost.
+
+    In a notebook (top-level await)::
+
+        explorer = SessionExplorer(stack)
+        await explorer.refresh()   # loads users, sessions, the first session's turns
+        explorer                   # displays explorer.widget
+
+    Users listed: ``user`` (None: the stack's default user), the users in ``users``,
+    and every user owning a session they may see (``stack.usage.list_sessions``, up to
+    ``limit`` sessions each). ``session_id``: the session selected first (else the most
+    recently active). Sessions appear once they have a usage record (their first turn).
+
+    Controls (tests drive them, then ``await explorer.settle()``): ``user_select``,
+    ``session_select``, ``turn_select`` (Dropdowns, values: user id str / session id /
+    qa id), ``feedback_text`` (Text), ``feedback_score`` (Dropdown, 0 = no score, 1..5),
+    ``save_button`` and ``delete_button`` (act on the selected turn). Panes
+    (``ipywidgets.HTML``): ``summary`` (status, tokens, cost per model), ``turns`` (one row
+    per turn), ``turn_detail`` (the selected turn: answer, feedback, guidance served,
+    graph elements with their documents), ``status``. Loaded data: ``entries``, ``usage``.
+    """
+
+    def __init__(
+        self,
+        stack: "MemoryStack",
+        *,
+        user: Any = None,
+        users: Any = (),
+        session_id: str | None = None,
+        limit: int = 200,
+    ) -> None:
+        super().__init__()
+        w = self._w
+        self.stack = stack
+        self._viewer, self._extra_users, self._first_session, self._limit = user, list(users), session_id, limit
+        self.users: dict[str, "User"] = {}
+        self.sessions: dict[str, list["SessionUsage"]] = {}
+        self.entries: list["SessionQAEntry"] = []
+        self.usage: "SessionUsage | None" = None
+        self._context: dict[str, dict[str, Any]] = {}
+        self._elements: ElementLookup | None = None
+        self._load_generation = 0
+
+        self.user_select = w.Dropdown(description="user", options=[])
+        self.session_select = w.Dropdown(description="session", options=[])
+        self.turn_select = w.Dropdown(description="turn", options=[], layout=w.Layout(width="60%"))
+        self.feedback_text = w.Text(description="feedback", placeholder="what was good or wrong")
+        self.feedback_score = w.Dropdown(description="score", options=[("no score", NO_SCORE)] + [(str(n), n) for n in range(1, 6)])
+        self.save_button = w.Button(description="Save feedback", icon="check")
+        self.delete_button = w.Button(description="Delete feedback", icon="trash")
+        self.summary, self.turns, self.turn_detail = w.HTML(), w.HTML(), w.HTML()
+        self.widget = w.VBox(
+            [
+                w.HBox([self.user_select, self.session_select]),
+                self.summary,
+                self.turns,
+                self.turn_select,
+                self.turn_detail,
+                w.HBox([self.feedback_text, self.feedback_score, self.save_button, self.delete_button]),
+                self.status,
+            ]
+        )
+        self._observe(self.user_select, lambda: self._schedule(self._user_changed))
+        self._observe(self.session_select, lambda: self._schedule(self._load_session))
+        self._observe(self.turn_select, self._turn_changed)
+        self.save_button.on_click(lambda _: self._schedule(self._save_feedback))
+        self.delete_button.on_click(lambda _: self._schedule(self._delete_feedback))
+
+    # -- loading ---------------------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Reload users and their sessions, keep the selection where it still exists, reload the selected session."""
+        stack = self.stack
+        viewer = await stack.users.resolve(self._viewer)
+        listed = [viewer] + [await stack.users.resolve(user) for user in self._extra_users]
+        users: dict[str, "User"] = {str(user.id): user for user in listed}
+        sessions: dict[str, dict[str, "SessionUsage"]] = {user_id: {} for user_id in users}
+        for user in listed:
+            page = await stack.usage.list_sessions(user, limit=self._limit)
+            for item in page.items:
+                owner = str(item.user_id)
+                if owner not in users:
+                    found = await stack.users.get(item.user_id)
+                    if found is None:
+                        continue
+                    users[owner] = found
+                sessions.setdefault(owner, {}).setdefault(item.session_id, item)
+        self.users = users
+        self.sessions = {user_id: list(by_id.values()) for user_id, by_id in sessions.items()}
+        current = self.user_select.value
+        if current not in users:
+            current = self._owner_of(self._first_session) or str(viewer.id)
+        with self._programmatic():
+            self.user_select.options = [(f"{user.name} ({str(user.id)[:8]})", user_id) for user_id, user in users.items()]
+            self.user_select.value = current
+        self._fill_sessions()
+        await self._load_session()
+
+    def _fill_sessions(self) -> None:
+        items = self.sessions.get(self.user_select.value or "", [])
+        ids = [item.session_id for item in items]
+        first = self._first_session
+        if first is not None and self._owner_of(first) is None and self.user_select.value == next(iter(self.users), None):
+            ids.append(first)  # no usage record (yet): offered to the viewing user
+        current = self.session_select.value
+        if current not in ids:
+            current = self._first_session if self._first_session in ids else (ids[0] if ids else None)
+        by_id = {item.session_id: item for item in items}
+        with self._programmatic():
+            self.session_select.options = [(self._session_label(sid, by_id.get(sid)), sid) for sid in ids]
+            self.session_select.value = current
+
+    def _owner_of(self, session_id: str | None) -> str | None:
+        """The listed user owning ``session_id`` (the first, when several do), or None."""
+        return next((uid for uid, items in self.sessions.items() if any(item.session_id == session_id for item in items)), None)
+
+    @staticmethod
+    def _session_label(session_id: str, usage: "SessionUsage | None") -> str:
+        return session_id if usage is None else f"{session_id} · {usage.effective_status}"
+
+    def _user(self) -> "User":
+        return self.users[self.user_select.value]
+
+    async def _user_changed(self) -> None:
+        self._fill_sessions()
+        await self._load_session()
+
+    async def _load_session(self, keep_turn: str | None = None) -> None:
+        """Read the selected session's turns, usage, context rows and graph elements, then render."""
+        self._load_generation += 1
+        generation = self._load_generation
+        session_id = self.session_select.value
+        if session_id is None or self.user_select.value is None:
+            self.entries, self.usage, self._context, self._elements = [], None, {}, None
+            self._render(keep_turn)
+            return
+        stack, user = self.stack, self._user()
+        entries = await stack.session.get_session(session_id=session_id, user=user)
+        usage = await stack.usage.get(session_id, user)
+        user_id, resolved = await stack.session.resolve(session_id, user)
+        context = {str(row["id"]): row for row in await stack.session_manager.get_context_entries(user_id, session_id=resolved)}
+        elements = None
+        if any(entry.used_graph_element_ids for entry in entries):
+            elements = await ElementLookup.load(stack, user, usage.dataset_id if usage is not None else None)
+        if generation != self._load_generation:  # a newer selection started loading meanwhile
+            return
+        self.entries, self.usage, self._context, self._elements = entries, usage, context, elements
+        self._render(keep_turn)
+
+    # -- feedback ----------------------------------------------------------------------------
+
+    def _selected(self) -> "SessionQAEntry | None":
+        return next((entry for entry in self.entries if entry.qa_id == self.turn_select.value), None)
+
+    async def _save_feedback(self) -> None:
+        entry = self._selected()
+        if entry is None or entry.qa_id is None:
+            self._say("pick a turn first")
+            return
+        text = self.feedback_text.value.strip() or None
+        score = self.feedback_score.value or None
+        if text is None and score is None:
+            self._say("nothing to save: type feedback or pick a score")
+            return
+        saved = await self.stack.session.add_feedback(
+            self.session_select.value, entry.qa_id, feedback_text=text, feedback_score=score, user=self._user()
+        )
+        await self._load_session(keep_turn=entry.qa_id)
+        self._say(f"feedback saved on turn {entry.qa_id}" if saved else f"turn {entry.qa_id} is no longer stored")
+
+    async def _delete_feedback(self) -> None:
+        entry = self._selected()
+        if entry is None or entry.qa_id is None:
+            self._say("pick a turn first")
+            return
+        deleted = await self.stack.session.delete_feedback(self.session_select.value, entry.qa_id, user=self._user())
+        await self._load_session(keep_turn=entry.qa_id)
+        self._say(f"feedback deleted from turn {entry.qa_id}" if deleted else f"turn {entry.qa_id} is no longer stored")
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def _render(self, keep_turn: str | None = None) -> None:
+        self.summary.value = self._summary_html()
+        self.turns.value = self._turns_html()
+        ids = [entry.qa_id for entry in self.entries if entry.qa_id]
+        current = keep_turn if keep_turn in ids else (self.turn_select.value if self.turn_select.value in ids else (ids[0] if ids else None))
+        with self._programmatic():
+            self.turn_select.options = [
+                (f"{index}. {_title(entry)}", entry.qa_id) for index, entry in enumerate(self.entries, start=1) if entry.qa_id
+            ]
+            self.turn_select.value = current
+        self._turn_changed()
+
+    def _turn_changed(self) -> None:
+        entry = self._selected()
+        with self._programmatic():
+            self.feedback_text.value = (entry.feedback_text or "") if entry else ""
+            self.feedback_score.value = (entry.feedback_score or NO_SCORE) if entry else NO_SCORE
+        self.turn_detail.value = self._detail_html(entry)
+
+    def _summary_html(self) -> str:
+        session_id = self.session_select.value
+        if session_id is None:
+            return h.page(h.note("this user has no sessions yet"))
+        usage = self.usage
+        facts = [("session", h.esc(session_id)), ("user", h.ident(self.user_select.value, 36)), ("turns", h.esc(len(self.entries)))]
+        if usage is None:
+            return h.page(h.pairs(facts), h.note("no usage record for this session"))
+        facts += [
+            ("dataset", h.ident(usage.dataset_id, 36)),
+            ("status", h.esc(usage.effective_status if usage.effective_status == usage.status else f"{usage.status} ({usage.effective_status})")),
+            ("started", h.esc(f"{usage.started_at:%Y-%m-%d %H:%M:%S}")),
+            ("last activity", h.esc(f"{usage.last_activity_at:%Y-%m-%d %H:%M:%S}")),
+            ("tokens in / out", h.esc(f"{usage.tokens_in} / {usage.tokens_out}")),
+            ("cost", h.esc(_cost(usage))),
+            ("errors", h.esc(usage.error_count)),
+        ]
+        models = h.table(
+            ["model", "kind", "calls", "tokens in", "tokens out", "cost", "usage source"],
+            [
+                [h.esc(m.model), h.esc(m.kind), h.esc(m.calls), h.esc(m.tokens_in), h.esc(m.tokens_out),
+                 h.esc("unpriced" if m.cost_usd is None else f"${m.cost_usd:.6f}"), h.esc(m.usage_source)]
+                for m in usage.models
+            ],
+            empty="no model calls recorded",
+        )
+        return h.page(h.pairs(facts), models)
+
+    def _turns_html(self) -> str:
+        rows = []
+        for index, entry in enumerate(self.entries, start=1):
+            meta = entry.memify_metadata or {}
+            elements = entry.used_graph_element_ids or {}
+            rows.append(
+                [
+                    h.esc(index),
+                    h.ident(entry.qa_id),
+                    h.snippet(entry.question, 70),
+                    h.snippet(entry.answer, 70),
+                    _feedback(entry),
+                    h.esc(meta.get("turn_mode")),
+                    h.esc(meta.get("turn_latency_ms")),
+                    h.esc(f"{meta['turn_tokens_in']} / {meta['turn_tokens_out']}" if "turn_tokens_in" in meta else None),
+                    h.esc(len(entry.used_session_context_ids or [])),
+                    h.esc(sum(len(ids) for ids in elements.values())),
+                ]
+            )
+        columns = ["#", "qa id", "question", "answer", "feedback", "mode", "latency ms", "tokens in / out", "guidance", "elements"]
+        return h.page(h.table(columns, rows, empty="no turns in this session"))
+
+    def _detail_html(self, entry: "SessionQAEntry | None") -> str:
+        if entry is None:
+            return ""
+        meta = entry.memify_metadata or {}
+        facts = [
+            ("qa id", h.esc(entry.qa_id)),
+            ("time", h.esc(entry.time)),
+            ("question", h.esc(entry.question)),
+            ("answer", h.esc(entry.answer)),
+            ("feedback", _feedback(entry)),
+        ]
+        if "turn_mode" in meta:
+            facts += [
+                ("mode", h.esc(meta["turn_mode"])),
+                ("latency", h.esc(f"{meta.get('turn_latency_ms')} ms")),
+                ("LLM calls (answer + analysis)", h.esc(f"{meta.get('turn_answer_calls', 0)} + {meta.get('turn_analysis_calls', 0)}")),
+            ]
+        guidance_rows = []
+        for context_id in entry.used_session_context_ids or []:
+            row = self._context.get(context_id)
+            guidance_rows.append(
+                [h.ident(context_id), h.esc(row.get("section")), h.esc(row.get("content"))]
+                if row is not None
+                else [h.ident(context_id), h.esc(None), h.note("(no longer stored)")]
+            )
+        element_rows = []
+        for group, ids in (entry.used_graph_element_ids or {}).items():
+            for element_id in ids:
+                element = self._elements(element_id) if self._elements is not None else None
+                element_rows.append(
+                    [
+                        h.ident(element_id),
+                        h.esc(group.removesuffix("_ids")),
+                        h.esc(element.kind if element else None),
+                        h.snippet(element.text if element else None, 90),
+                        h.esc(", ".join(element.documents) if element and element.documents else None),
+                    ]
+                )
+        return h.page(
+            h.heading("turn"),
+            h.pairs(facts),
+            h.heading("guidance served"),
+            h.table(["id", "section", "content"], guidance_rows, empty="no guidance served to this turn"),
+            h.heading("graph elements used"),
+            h.table(["id", "group", "kind", "text", "documents"], element_rows, empty="no graph elements used"),
+        )
+
+
+def _cost(usage: "SessionUsage") -> str:
+    unpriced = usage.unpriced_tokens_in + usage.unpriced_tokens_out
+    cost = f"${usage.cost_usd:.6f}"
+    if unpriced and not usage.cost_usd:
+        return f"unpriced ({usage.unpriced_tokens_in} in / {usage.unpriced_tokens_out} out tokens)"
+    if unpriced:
+        return f"{cost} + {unpriced} unpriced tokens"
+    return cost
+
+
+def _feedback(entry: "SessionQAEntry") -> str:
+    if entry.feedback_score is None and not entry.feedback_text:
+        return h.esc(None)
+    score = f"{entry.feedback_score}/5" if entry.feedback_score is not None else ""
+    text = entry.feedback_text or ""
+    return h.esc(" · ".join(part for part in (score, text) if part))
+
+
+def _title(entry: "SessionQAEntry") -> str:
+    """A turn's dropdown label: its question, or for a stored note (``remember(session_id=...)``) its text."""
+    text = entry.question or f"(stored) {entry.answer}"
+    return text if len(text) <= 70 else text[:69] + "…"

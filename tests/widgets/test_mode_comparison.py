@@ -1,0 +1,125 @@
+"""ModeComparison and memlab.charts on result frames in the Grid's documented shape."""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+import pytest
+
+from memlab import ValidationError, charts
+from memlab.widgets import ModeComparison
+
+MODES = ("concurrent", "sequential", "off")
+METRICS = {"latency_p50_ms": "ms", "latency_p95_ms": "ms", "tokens_per_turn": "tokens", "hit_rate": "ratio", "turns": "count"}
+
+
+def result_frame(latencies=(0, 50), seeds=(0, 1, 2), failed=True) -> pd.DataFrame:
+    """A Grid.run() metric frame: cell, analysis.search_mode, llm_latency_ms, seed, workload, metric, value, unit, status, error, cached."""
+    rows = []
+    for cell, (mode, latency) in enumerate(itertools.product(MODES, latencies)):
+        for seed in seeds:
+            for index, (metric, unit) in enumerate(METRICS.items()):
+                value = 100.0 * (MODES.index(mode) + 1) + latency + 10.0 * index + seed**2  # seeds 0, 1, 4: median is seed 1's
+                rows.append({"cell": cell, "analysis.search_mode": mode, "llm_latency_ms": latency, "seed": seed, "workload": "modes",
+                             "metric": metric, "value": value, "unit": unit, "status": "ok", "error": None, "cached": False})
+    if failed:
+        rows.append({"cell": len(MODES) * len(latencies), "analysis.search_mode": "broken", "llm_latency_ms": 0, "seed": 0, "workload": "modes",
+                     "metric": None, "value": None, "unit": None, "status": "failed", "error": "LLMError: provider down", "cached": False})
+    types = {"cell": "Int64", "llm_latency_ms": "Int64", "seed": "Int64", "workload": "string", "metric": "string", "value": "Float64",
+             "unit": "string", "status": "string", "error": "string", "cached": "bool"}
+    return pd.DataFrame(rows).astype(types)
+
+
+def test_comparison_summary_is_the_median_over_ok_seeds() -> None:
+    frame = result_frame()
+    summary = charts.comparison_summary(frame, ["analysis.search_mode", "llm_latency_ms"])
+    assert list(summary.columns) == ["analysis.search_mode", "llm_latency_ms", *METRICS]
+    assert list(summary["analysis.search_mode"]) == ["concurrent", "concurrent", "sequential", "sequential", "off", "off"]
+    expected = frame[frame.status == "ok"].groupby(["analysis.search_mode", "llm_latency_ms", "metric"])["value"].median()
+    for row in summary.itertuples(index=False):
+        for metric in METRICS:
+            assert getattr(row, metric) == expected[(row[0], row[1], metric)]
+    assert summary.loc[0, "hit_rate"] == 100.0 + 30.0 + 1.0 and str(summary["hit_rate"].dtype) == "Float64"
+    by_mode = charts.comparison_summary(frame, ["analysis.search_mode"])
+    assert list(by_mode["latency_p50_ms"]) == [127.0, 227.0, 327.0]  # over 100 + {0, 1, 4} and 150 + {0, 1, 4}
+    assert "broken" not in set(by_mode["analysis.search_mode"])
+    assert charts.comparison_summary(frame, []).shape == (1, len(METRICS))
+    with pytest.raises(ValidationError, match="no_such_column"):
+        charts.comparison_summary(frame, ["no_such_column"])
+
+
+def test_failed_cells_and_vary_columns() -> None:
+    frame = result_frame()
+    assert charts.vary_columns(frame) == ["analysis.search_mode", "llm_latency_ms"]
+    [failed] = charts.failed_cells(frame).to_dict("records")
+    assert (failed["cell"], failed["analysis.search_mode"], failed["error"]) == (6, "broken", "LLMError: provider down")
+    assert charts.failed_cells(result_frame(failed=False)).empty
+
+
+def test_comparison_figure_bars_and_lines() -> None:
+    frame = result_frame()
+    bars = charts.comparison_figure(frame, series="analysis.search_mode")
+    assert [ax.get_title() for ax in bars.axes] == ["latency (ms)", "tokens per turn (tokens)", "hit rate (ratio)"]
+    assert [len(ax.patches) for ax in bars.axes] == [6, 3, 3]  # p50 + p95 per mode, then one bar per mode
+    assert [round(patch.get_height(), 6) for patch in bars.axes[2].patches] == [157.0, 257.0, 357.0]
+    assert [label.get_text() for label in bars.axes[0].get_xticklabels()] == list(MODES)
+    lines = charts.comparison_figure(frame, series="analysis.search_mode", x="llm_latency_ms", metrics=("tokens_per_turn", "no_such_metric"))
+    [tokens, missing] = lines.axes
+    assert [line.get_label() for line in tokens.get_lines()] == list(MODES)
+    assert list(tokens.get_lines()[0].get_xdata()) == [0.0, 50.0] and list(tokens.get_lines()[0].get_ydata()) == [121.0, 171.0]
+    assert missing.texts[0].get_text() == "no data"
+    assert charts.figure_png(lines).startswith(b"\x89PNG") and charts.figure_data_uri(lines).startswith("data:image/png;base64,")
+    with pytest.raises(ValidationError):
+        charts.comparison_figure(frame, series="analysis.search_mode", x="analysis.search_mode")
+
+
+def test_mode_comparison_renders_and_follows_its_dropdowns() -> None:
+    frame = result_frame()
+    view = ModeComparison(frame)
+    assert (view.series_select.value, view.x_select.value) == ("analysis.search_mode", "llm_latency_ms")
+    assert len(view.summary_frame) == 6 and len(view.figure.axes) == 3 and view.figure.axes[1].get_lines()
+    assert "<td>concurrent</td><td>50</td><td>151</td>" in view.summary.value  # p50 of concurrent at 50 ms: 100 + 50 + 1
+    assert "LLMError: provider down" in view.failures.value and "failed cells: 1" in view.failures.value
+    view.x_select.value = ""
+    assert len(view.summary_frame) == 3 and [len(ax.patches) for ax in view.figure.axes] == [6, 3, 3]
+    assert "<td>off</td><td>327</td>" in view.summary.value
+    view.series_select.value = "llm_latency_ms"
+    assert list(view.summary_frame["llm_latency_ms"]) == [0, 50] and len(view.figure.axes[1].patches) == 2
+    view.x_select.value = "analysis.search_mode"
+    assert list(view.summary_frame.columns[:2]) == ["llm_latency_ms", "analysis.search_mode"]
+    view.series_select.value = "analysis.search_mode"  # the x column becomes the series: x moves to the other vary column
+    assert view.x_select.value == "llm_latency_ms"
+    assert bytes(view.chart.value).startswith(b"\x89PNG")
+
+
+def test_a_frame_without_vary_columns_compares_cells() -> None:
+    frame = result_frame(failed=False).drop(columns=["analysis.search_mode", "llm_latency_ms"])
+    view = ModeComparison(frame)
+    assert view.series_select.value == "cell" and view.x_select.value == "" and len(view.summary_frame) == 6
+    with pytest.raises(ValidationError, match="result frame"):
+        ModeComparison(pd.DataFrame({"a": [1]}))
+
+
+async def test_a_real_grid_frame(tmp_path) -> None:
+    from memlab.experiments import Grid, ModesConversation
+    from memlab.testing import fast_config
+
+    grid = Grid(
+        base=fast_config(tmp_path),
+        vary={"analysis.search_mode": ["concurrent", "off"]},
+        workload=ModesConversation(turns=4, documents=4),
+        seeds=[0],
+    )
+    frame = await grid.run(progress=False)
+    view = ModeComparison(frame)
+    assert (view.series_select.value, view.x_select.value) == ("analysis.search_mode", "")
+    ok = frame[frame["status"] == "ok"]
+    summary = view.summary_frame.set_index("analysis.search_mode")
+    for mode in ("concurrent", "off"):
+        for metric in ("latency_p50_ms", "tokens_per_turn", "hit_rate", "analysis_calls"):
+            [expected] = ok[(ok["analysis.search_mode"] == mode) & (ok["metric"] == metric)]["value"]
+            assert summary.loc[mode, metric] == expected
+    assert summary.loc["off", "analysis_calls"] == 0 and summary.loc["concurrent", "analysis_calls"] > 0
+    assert list(view.summary_frame["analysis.search_mode"]) == ["concurrent", "off"]
+    assert [len(ax.patches) for ax in view.figure.axes] == [4, 2, 2] and "every cell ran" in view.failures.value
