@@ -58,6 +58,7 @@ from urllib.parse import unquote, urlsplit
 
 from memlab.bench._table import number, percentile, render
 from memlab.exceptions import BenchmarkError, ValidationError
+from memlab.testing.databases import throwaway_database
 
 __all__ = ["ENDPOINTS", "ERRORS_TARGET", "MIX", "ServeBenchSpec", "format_serve_table", "process_gone", "run_bench_serve", "server_environment"]
 
@@ -146,30 +147,6 @@ def server_environment(
         if parts.password:
             env["CACHE_PASSWORD"] = unquote(parts.password)
     return env
-
-
-@asynccontextmanager
-async def _throwaway_database(server_url: str) -> AsyncIterator[str]:
-    """An empty database on the PostgreSQL server of ``server_url``; yields its URL, drops it on exit."""
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
-    from memlab.bench._usage import asyncpg_dsn
-
-    name = f"memlab_bench_serve_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(asyncpg_dsn(server_url), timeout=30)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    try:
-        yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        admin = await asyncpg.connect(asyncpg_dsn(server_url), timeout=30)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
 
 
 class _ShiftedClock:
@@ -639,7 +616,7 @@ async def _maybe_database(server_url: str | None) -> AsyncIterator[str | None]:
     if server_url is None:
         yield None
         return
-    async with _throwaway_database(server_url) as url:
+    async with throwaway_database(server_url, "memlab_bench_serve") as url:
         yield url
 
 
