@@ -64,6 +64,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from memlab.exceptions import ConfigError
+from memlab.privacy import mask_url_passwords
 
 if TYPE_CHECKING:  # the backends themselves are imported by name, on demand
     from memlab.cache import CacheBackend
@@ -671,12 +672,9 @@ def _env_problem(error: Mapping[str, Any]) -> str:
     return f"{variable}: {error['msg']} (got {_shown(error.get('input'))})"
 
 
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
-
-
 def _shown(value: Any) -> str:
     """``repr(value)`` for an error message, with any URL password masked (``://user:***@``)."""
-    return _URL_PASSWORD.sub(r"\1***@", repr(value))
+    return mask_url_passwords(repr(value))
 
 
 def _problems(exc: ConfigError) -> list[tuple[tuple[Any, ...], str, Any]]:

@@ -1,4 +1,5 @@
-"""Privacy helpers (SPEC §9.7): :func:`scrub_error_message` for error text that gets stored.
+"""Privacy helpers (SPEC §9.7): :func:`scrub_error_message` for error text that gets stored,
+:func:`mask_url_passwords` for text that may hold a database or server URL.
 
 A research primitive (``from memlab.privacy import scrub_error_message``); the
 module imports only :mod:`re`.
@@ -8,7 +9,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_INPUT_CHARS", "MAX_OUTPUT_CHARS", "scrub_error_message"]
+__all__ = ["MAX_INPUT_CHARS", "MAX_OUTPUT_CHARS", "mask_url_passwords", "scrub_error_message"]
+
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+
+
+def mask_url_passwords(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@host`` URL in it shown as ``***``."""
+    return _URL_PASSWORD.sub(r"\1***@", text)
 
 #: only this many leading characters of a message are scrubbed; the rest is dropped
 MAX_INPUT_CHARS = 2048

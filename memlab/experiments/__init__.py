@@ -66,6 +66,11 @@ Workloads (each documents its metrics): :class:`ModesConversation` (``modes``),
 :class:`CacheWorkload` (``cache``), :class:`ConversationalBenchmark` (``quality``),
 :class:`MergeLanes` (``merge_lanes``); write your own by subclassing :class:`Workload`.
 pandas and tqdm are imported when a grid runs, not on import.
+
+Experiments as files (``experiments/NNN_slug/config.toml``, see :mod:`memlab.experiments._toml`):
+:func:`load_experiment` / :func:`grid_from_toml` read one into an :class:`Experiment` / a
+:class:`Grid`; :func:`summary_table` / :func:`format_summary` give the medians per cell;
+:func:`write_results` writes a frame to ``results/<UTC time>.parquet`` / ``.csv`` / ``.txt``.
 """
 
 from memlab.experiments._cache_ops import CACHE_OPERATIONS, CacheWorkload
@@ -76,6 +81,15 @@ from memlab.experiments._merge import MergeLanes
 from memlab.experiments._modes import ModesConversation
 from memlab.experiments._quality import ConversationalBenchmark
 from memlab.experiments._store import SCHEMA_VERSION, cache_key
+from memlab.experiments._toml import (
+    Experiment,
+    format_summary,
+    grid_from_toml,
+    load_experiment,
+    run_experiment,
+    summary_table,
+    write_results,
+)
 from memlab.experiments._workload import (
     TIMING_UNITS,
     Workload,
@@ -92,6 +106,7 @@ __all__ = [
     "CacheWorkload",
     "Cell",
     "ConversationalBenchmark",
+    "Experiment",
     "Grid",
     "MergeLanes",
     "ModesConversation",
@@ -99,5 +114,11 @@ __all__ = [
     "Workload",
     "WorkloadResult",
     "cache_key",
+    "format_summary",
+    "grid_from_toml",
+    "run_experiment",
     "is_timing",
+    "load_experiment",
+    "summary_table",
+    "write_results",
 ]

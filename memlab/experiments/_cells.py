@@ -30,6 +30,7 @@ from memlab.config import (
     build_ttl_policy,
 )
 from memlab.exceptions import ConfigError, ValidationError
+from memlab.privacy import mask_url_passwords
 
 __all__ = ["ALIASES", "Cell", "check_buildable", "column_dtype", "expand", "render_value", "resolve_key", "shown"]
 
@@ -137,6 +138,9 @@ def _reraise(exc: ConfigError, where: str) -> ConfigError:
     return error
 
 
+_UNSET = object()
+
+
 def expand(base: StackConfig, vary: Mapping[str, Sequence[Any]] | None) -> list[Cell]:
     """The cells of ``vary`` over ``base`` (module docstring); raises :class:`ConfigError` before anything runs."""
     if not isinstance(base, StackConfig):
@@ -157,11 +161,16 @@ def expand(base: StackConfig, vary: Mapping[str, Sequence[Any]] | None) -> list[
         if not values:
             raise ConfigError(f"vary key {key!r} has an empty list of values")
         axis = []
+        built: list[tuple[Any, dict[str, Any]]] = []
         for value in values:
             try:
-                _build(data, [(key, path, value)])
+                dumped = _build(data, [(key, path, value)]).model_dump(mode="json")
             except ConfigError as exc:
                 raise _reraise(exc, f"vary key {key!r}, value {shown(value)}") from None
+            same = next((earlier for earlier, dump in built if dump == dumped), _UNSET)
+            if same is not _UNSET:
+                raise ConfigError(f"vary key {key!r}: values {shown(same)} and {shown(value)} give the same config (one cell twice)")
+            built.append((value, dumped))
             axis.append((key, path, value))
         axes.append(axis)
     cells = []
@@ -190,17 +199,22 @@ def _jsonable(value: Any) -> Any:
 
 
 def render_value(value: Any) -> Any:
-    """A vary value as its frame cell: dicts / sections as compact sorted-key JSON, enums by value, secrets masked."""
+    """A vary value as its frame cell: dicts / sections as compact sorted-key JSON, enums by value, secrets masked.
+
+    Secrets: ``SecretStr`` values show as ``**********`` and URL passwords as ``***``.
+    """
     if isinstance(value, (Mapping, BaseModel)):
         data = value.model_dump(mode="json", exclude_unset=True) if isinstance(value, BaseModel) else value
-        return json.dumps(data, sort_keys=True, separators=(",", ":"), default=_jsonable)
+        return mask_url_passwords(json.dumps(data, sort_keys=True, separators=(",", ":"), default=_jsonable))
     if isinstance(value, SecretStr):
         return str(value)
     if isinstance(value, enum.Enum):
         return value.value
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if isinstance(value, str):
+        return mask_url_passwords(value)
+    if value is None or isinstance(value, (bool, int, float)):
         return value
-    return str(value)
+    return mask_url_passwords(str(value))
 
 
 def shown(value: Any) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 from memlab.exceptions import BenchmarkError, ValidationError
 
-__all__ = ["SIZES", "benchmark_size", "optional_limit", "positive_int", "require_stored", "search_type_name"]
+__all__ = ["SIZES", "benchmark_size", "optional_limit", "positive_int", "verify_and_clear_session", "search_type_name"]
 
 #: named sizes of the synthetic conversational benchmark (questions); an int is taken as it is
 SIZES: dict[str, int] = {"tiny": 12, "small": 60, "default": 600}
@@ -41,8 +41,11 @@ def search_type_name(value: Any) -> str:
         raise ValidationError(f"unknown search type {value!r}; choose from {', '.join(member.value for member in SearchType)}") from None
 
 
-async def require_stored(stack: Any, session_id: str, expected: int) -> None:
-    """Raise :class:`~memlab.exceptions.BenchmarkError` unless the session holds ``expected`` turns.
+async def verify_and_clear_session(stack: Any, session_id: str, expected: int) -> None:
+    """Raise :class:`~memlab.exceptions.BenchmarkError` unless the session holds ``expected`` turns; then delete it.
+
+    Deleting it leaves nothing behind on a shared Redis or PostgreSQL server (the cell's
+    stack is gone with its data root; its session would otherwise stay until its TTL).
 
     A stack whose session cache is unreachable keeps answering without it (fail-open,
     by design), so a workload would otherwise report numbers that never touched the
@@ -57,3 +60,5 @@ async def require_stored(stack: Any, session_id: str, expected: int) -> None:
             f"session {session_id!r} holds {stored} of the {expected} turns sent: the {stack.config.cache.backend} session cache "
             "failed open (unreachable?), so this cell did not measure it"
         )
+    user = await stack.users.default()
+    await stack.session_manager.delete_session(str(user.id), session_id)

@@ -9,7 +9,7 @@ from memlab.experiments._checks import (
     benchmark_size,
     optional_limit,
     positive_int,
-    require_stored,
+    verify_and_clear_session,
     search_type_name,
 )
 from memlab.experiments._modes import percentile, quiet_config
@@ -150,7 +150,7 @@ class MergeLanes(Workload):
                         "rewrite_hit": _rank(rewrite, gold, graph, k) is not None if scored and rewrite is not None else None,
                         "rank": rank, "wall_ms": wall_ms,
                     })
-                await require_stored(stack, session, len(questions))
+                await verify_and_clear_session(stack, session, len(questions))
 
         scored_turns = [turn for turn in turns if turn["hit"] is not None]
         rewritten = [turn for turn in scored_turns if turn["rewrite_hit"] is not None]

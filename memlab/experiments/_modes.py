@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memlab.exceptions import BenchmarkError
-from memlab.experiments._checks import positive_int, require_stored, search_type_name
+from memlab.experiments._checks import positive_int, verify_and_clear_session, search_type_name
 from memlab.experiments._workload import Workload, WorkloadResult
 
 if TYPE_CHECKING:
@@ -106,9 +106,9 @@ class ModesConversation(Workload):
             remembered = await builder.remember(list(documents), progress=False)
         async with MemoryStack.from_config(config) as stack:
             rows = await converse(stack, turns, session_id=SESSION_ID, search_type=self.search_type, top_k=self.top_k, warm_up=True, lanes=True)
-            await require_stored(stack, SESSION_ID, len(rows))
             graph = await stack.memory.graph(remembered.dataset_id)
             context = await stack.frames.context(SESSION_ID)
+            await verify_and_clear_session(stack, SESSION_ID, len(rows))
         guidance = int((context["kind"].astype("string").fillna("context") == "context").sum())  # a row without kind is guidance
 
         per_turn: list[dict[str, Any]] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -98,6 +99,14 @@ async def test_cells_are_the_cartesian_product_first_key_slowest_with_typed_colu
     assert frame[frame["metric"] == "undefined"]["value"].isna().all()
 
 
+def test_url_passwords_never_reach_the_frame_or_the_disk_cache(tmp_path):
+    url = "postgresql+asyncpg://bench:hunter2@127.0.0.1:1/db"
+    grid = Grid(BASE, {"db_url": [url], "cache": [{"backend": "memory", "db_url": url}]}, Probe(), cache_dir=tmp_path)
+    frame = asyncio.run(grid.run(progress=False))
+    assert "hunter2" not in frame.to_csv() and "bench:***@127.0.0.1" in frame["db_url"].iloc[0]
+    assert not [path for path in tmp_path.rglob("*") if path.is_file() and "hunter2" in path.read_text()]
+
+
 def test_alias_top_level_field_and_section_models():
     grid = Grid(BASE, {"llm_latency_ms": [5], "db_url": [None, "sqlite:///x.db"], "ttl": [{"policy": "none"}]}, Probe())
     assert [cell.config.llm.offline_latency_ms for cell in grid.cells] == [5, 5]
@@ -126,6 +135,8 @@ def test_alias_top_level_field_and_section_models():
         ({"analysis.search_mode": "concurrent"}, "analysis.search_mode"),
         ({"data_root": ["/tmp/x"]}, "data_root"),
         ({"llm_latency_ms": [1], "llm.offline_latency_ms": [2]}, "llm.offline_latency_ms"),
+        ({"llm_latency_ms": [50, 50.0]}, "values 50 and 50.0 give the same config"),
+        ({"cache": [{"backend": "memory"}, {"backend": "memory", "ssl": False}]}, "give the same config"),
     ],
 )
 def test_a_bad_key_or_value_raises_config_error_naming_it_before_anything_runs(vary, named):
