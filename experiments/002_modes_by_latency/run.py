@@ -1,10 +1,4 @@
-"""Experiment 002: analysis modes by LLM latency.
-
-Loads ``config.toml`` (or the path given) into a :class:`memlab.experiments.Grid`, runs
-it, prints the medians per cell and writes ``results/<UTC time>.parquet`` / ``.csv`` /
-``.txt`` beside this file (gitignored): :func:`memlab.experiments.run_experiment`.
-Every knob is in the config.
-"""
+"""Experiment 002: analysis modes by LLM latency; every knob in config.toml; see experiments/README.md)."""
 
 import sys
 from pathlib import Path
