@@ -1,4 +1,4 @@
-"""Experiment 002: analysis modes by LLM latency; every knob in config.toml; see experiments/README.md)."""
+"""Experiment 002: analysis modes by LLM latency (every knob is in config.toml; see experiments/README.md)."""
 
 import sys
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Experiment 003: merge policies by evidence hit@k; every knob in config.toml; see experiments/README.md)."""
+"""Experiment 003: merge policies by evidence hit@k (every knob is in config.toml; see experiments/README.md)."""
 
 import sys
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Experiment 005: session retrievers on the conversational benchmark; every knob in config.toml; see experiments/README.md)."""
+"""Experiment 005: session retrievers on the conversational benchmark (every knob is in config.toml; see experiments/README.md)."""
 
 import sys
 from pathlib import Path
