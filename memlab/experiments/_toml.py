@@ -156,9 +156,17 @@ def _flatten(vary: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, A
             yield name, value
 
 
-def _workload_class(name: Any) -> type[Workload]:
-    import memlab.experiments as experiments
+def _shipped_workloads() -> tuple[type[Workload], ...]:
+    """The workload classes memlab ships (by class name or ``name`` in a ``[workload]`` table)."""
+    from memlab.experiments._cache_ops import CacheWorkload
+    from memlab.experiments._merge import MergeLanes
+    from memlab.experiments._modes import ModesConversation
+    from memlab.experiments._quality import ConversationalBenchmark
 
+    return (ModesConversation, CacheWorkload, ConversationalBenchmark, MergeLanes)
+
+
+def _workload_class(name: Any) -> type[Workload]:
     if not isinstance(name, str) or not name:
         raise ConfigError(f"[workload] name must be a workload class name, got {name!r}")
     if ":" in name:
@@ -168,13 +176,7 @@ def _workload_class(name: Any) -> type[Workload]:
         except (ImportError, AttributeError) as exc:
             raise ConfigError(f"[workload] name {name!r}: {type(exc).__name__}: {exc}") from None
     else:
-        known = {
-            label: value
-            for value in vars(experiments).values()
-            if isinstance(value, type) and issubclass(value, Workload) and value is not Workload
-            for label in (value.__name__, value.name)
-            if label
-        }
+        known = {label: value for value in _shipped_workloads() for label in (value.__name__, value.name) if label}
         if name not in known:
             raise ConfigError(f"[workload] name {name!r} is not a workload of memlab.experiments (choose from {', '.join(sorted(known))})")
         found = known[name]
