@@ -15,6 +15,7 @@ from memlab.exceptions import ConfigError, ValidationError
 from memlab.experiments._cells import Cell, column_dtype, expand, render_value
 from memlab.experiments._store import ResultStore, cache_key
 from memlab.experiments._workload import Workload, WorkloadResult
+from memlab.privacy import mask_url_passwords
 
 if TYPE_CHECKING:
     import pandas
@@ -135,7 +136,7 @@ class Grid:
                 if store is not None:
                     json.dumps(result.to_json())  # a result the cache cannot hold fails here, as the run's error
             except Exception as exc:  # noqa: BLE001 - recorded as the run's failure; the grid goes on
-                return Run(cell, seed, "failed", None, f"{type(exc).__name__}: {exc}", False, key)
+                return Run(cell, seed, "failed", None, mask_url_passwords(f"{type(exc).__name__}: {exc}"), False, key)
         if store is not None:
             about = {"cell": cell.index, "settings": {k: render_value(v) for k, v in cell.settings.items()}, "seed": seed,
                      "workload": self.workload.name}
