@@ -15,6 +15,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from memlab import MemoryStack, SearchType
@@ -23,7 +24,6 @@ from memlab.frames import FRAME_COLUMNS, FRAME_ROWS, LIST, NESTED, RECALL_TYPES,
 from memlab.models import AnyRecallResponse, CleanupReceipt, SessionContextEntry, SessionFeedbackEntry, SessionQAEntry
 from memlab.testing import FakeClock, fast_config
 
-pd = pytest.importorskip("pandas")
 
 CURIE = "Marie Curie discovered Polonium in 1898. Marie Curie worked in Paris."
 TURING = "Alan Turing worked at Bletchley Park in 1941. Alan Turing described the Turing machine."

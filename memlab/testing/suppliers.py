@@ -39,12 +39,13 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import NoReturn
 
 from memlab._clock import Clock
 from memlab.cache import CacheBackend
 from memlab.ttl import TTLPolicy
 
-__all__ = ["BACKENDS", "SUPPLIERS", "Supplier", "SupplyArgs", "server_url", "supply_backend"]
+__all__ = ["BACKENDS", "SUPPLIERS", "Supplier", "SupplyArgs", "missing", "server_url", "supply_backend"]
 
 #: values of ``CI`` that mean "running in CI": a missing test server fails instead of skipping
 _CI_TRUE = {"1", "true", "yes", "on"}
@@ -80,17 +81,21 @@ class Supplier:
         return self.build(args)
 
 
-def server_url(env_var: str) -> str:
-    """The server URL in ``env_var``; skips the calling test when unset (fails under ``CI=true``)."""
+def missing(reason: str) -> NoReturn:
+    """Skip the calling test for ``reason`` (something a real-server run provides); under ``CI=true`` fail it instead."""
     import pytest
 
-    url = os.environ.get(env_var, "").strip()
-    if url:
-        return url
-    reason = f"{env_var} is not set; run the tests under scripts/with-servers.sh (or `make test`) to start the server"
     if os.environ.get("CI", "").strip().lower() in _CI_TRUE:
         pytest.fail(f"CI is set but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def server_url(env_var: str) -> str:
+    """The server URL in ``env_var``; skips the calling test when unset (fails under ``CI=true``)."""
+    url = os.environ.get(env_var, "").strip()
+    if url:
+        return url
+    missing(f"{env_var} is not set; run the tests under scripts/with-servers.sh (or `make test`) to start the server")
 
 
 # -- suppliers ---------------------------------------------------------------------

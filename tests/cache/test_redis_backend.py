@@ -40,18 +40,11 @@ from memlab.exceptions import (
 )
 from memlab.models import SessionQAEntry
 from memlab.testing import FakeClock
-from memlab.testing.suppliers import server_url
+from memlab.testing.suppliers import missing, server_url
 from memlab.ttl import LazySlackTTL, NoTTL, SlidingTTL, TTLPolicy
 
-IN_CI = os.environ.get("CI", "").strip().lower() == "true"
 #: operations per lockstep run against MemoryCache (raise it to hunt for disagreements)
 LOCKSTEP_STEPS = int(os.environ.get("MEMLAB_LOCKSTEP_STEPS", "250"))
-
-
-def _missing(reason: str) -> None:
-    if IN_CI:
-        pytest.fail(f"{reason} (required under CI=true; .ci/run starts the servers)")
-    pytest.skip(reason)
 
 
 def real_url() -> str:
@@ -62,7 +55,7 @@ def redis_binary() -> str:
     real_url()  # these cases belong to the real-server run
     binary = shutil.which("redis-server")
     if binary is None:
-        _missing("redis-server binary not found")
+        missing("redis-server binary not found")
     return binary
 
 
@@ -776,7 +769,7 @@ async def test_tls_against_plain_server_is_a_named_error():
 @pytest.mark.server
 async def test_tls_server_both_clients_and_cert_checks(spawn, tmp_path):
     if shutil.which("openssl") is None:
-        _missing("openssl not found (needed to make a test certificate)")
+        missing("openssl not found (needed to make a test certificate)")
     cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",

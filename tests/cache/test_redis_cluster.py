@@ -25,7 +25,7 @@ from memlab.cache._redis import PREFIXES
 from memlab.config import StackConfig, build_cache_backend
 from memlab.exceptions import CacheConnectionError, ConfigError
 from memlab.testing import FakeClock
-from memlab.testing.suppliers import server_url
+from memlab.testing.suppliers import missing, server_url
 from memlab.ttl import SlidingTTL
 
 TTL = 600.0
@@ -189,7 +189,7 @@ class OwnCluster:
         cluster_url()  # this case belongs to the real-server run
         self.binary, self.cli = shutil.which("redis-server"), shutil.which("redis-cli")
         if self.binary is None or self.cli is None:
-            pytest.skip("redis-server and redis-cli are needed to start a cluster")
+            missing("redis-server and redis-cli are needed to start a cluster (scripts/with-servers.sh installs them)")
         self.dir = tempfile.mkdtemp(prefix="memlab-cluster-")
         self.ports = self._free_ports(3)
         self.procs: dict[int, subprocess.Popen] = {}
