@@ -7,6 +7,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from memlab._stats import percentile as percentile  # re-exported: the benchmarks call _table.percentile
+
 T = TypeVar("T")
 
 
@@ -49,13 +51,6 @@ def size(num_bytes: int | None) -> str:
 def verdict(row: dict) -> str:
     """``PASS`` / ``MISS`` for a row whose ``passed`` is a bool; ``""`` when it has no target."""
     return "" if row["passed"] is None else ("PASS" if row["passed"] else "MISS")
-
-
-def percentile(values: Sequence[float], q: float, *, scale: float = 1.0) -> float | None:
-    """The ``q``-th percentile of ``values`` times ``scale`` (1000 turns seconds into ms); None for no values."""
-    import numpy as np
-
-    return float(np.percentile(values, q)) * scale if len(values) else None
 
 
 def timed(items: Sequence[T], timings: list[float]) -> Iterator[T]:

@@ -65,6 +65,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memlab._stats import percentile
 from memlab.bench.conversations import Benchmark, Conversation, Question
 from memlab.exceptions import BenchmarkError, ValidationError
 
@@ -281,12 +282,6 @@ def _mean(values: Sequence[Any]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
-def _percentile(values: Sequence[float], q: float) -> float | None:
-    import numpy as np
-
-    return float(np.percentile(values, q)) if len(values) else None
-
-
 def metric_names(ks: Sequence[int]) -> list[str]:
     """The averaged metric columns, in report order."""
     ks = check_ks(ks)
@@ -329,8 +324,8 @@ def summary_rows(run: Evaluation) -> list[dict[str, Any]]:
                 **{name: _mean([row[name] for row in answerable]) for name in metric_names(run.ks)},
                 "abstention_questions": len(abstaining),
                 "no_result_rate": _mean([float(row["no_result"]) for row in abstaining]),
-                "p50_ms": _percentile(latencies, 50),
-                "p95_ms": _percentile(latencies, 95),
+                "p50_ms": percentile(latencies, 50),
+                "p95_ms": percentile(latencies, 95),
                 **costs,
             }
         )

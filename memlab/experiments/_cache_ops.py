@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from memlab.exceptions import ConfigError, ValidationError
 from memlab.experiments._checks import positive_int
-from memlab.experiments._modes import percentile
+from memlab._stats import percentile
 from memlab.experiments._workload import Workload, WorkloadResult
 
 if TYPE_CHECKING:

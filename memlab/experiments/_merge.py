@@ -12,7 +12,8 @@ from memlab.experiments._checks import (
     verify_and_clear_session,
     search_type_name,
 )
-from memlab.experiments._modes import percentile, quiet_config
+from memlab._stats import percentile
+from memlab.experiments._modes import quiet_config
 from memlab.experiments._workload import Workload, WorkloadResult
 
 if TYPE_CHECKING:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from memlab._stats import percentile
 from memlab.exceptions import BenchmarkError
 from memlab.experiments._checks import positive_int, verify_and_clear_session, search_type_name
 from memlab.experiments._workload import Workload, WorkloadResult
@@ -13,13 +13,6 @@ if TYPE_CHECKING:
     from memlab.config import StackConfig
 
 __all__ = ["ModesConversation", "percentile", "quiet_config"]
-
-
-def percentile(values: Sequence[float], q: float, *, scale: float = 1.0) -> float | None:
-    """The ``q``-th percentile (numpy's linear rule) of ``values`` times ``scale``; None for no values."""
-    import numpy as np
-
-    return float(np.percentile(list(values), q)) * scale if len(values) else None
 
 
 def quiet_config(config: "StackConfig") -> "StackConfig":
