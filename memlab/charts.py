@@ -98,24 +98,22 @@ def _ok_rows(frame: "pandas.DataFrame") -> "pandas.DataFrame":
     return ok
 
 
-def _grouped(frame: "pandas.DataFrame", by: Sequence[str], how: str) -> "pandas.DataFrame":
-    """``how`` ("median", "min", "max") of ``value`` per group of ``by`` (first-appearance order), one column per metric."""
+def _grouped(frame: "pandas.DataFrame", by: Sequence[str], hows: Sequence[str]) -> list["pandas.DataFrame"]:
+    """Per aggregate of ``hows`` ("median", "min", "max"): ``value`` per group of ``by`` (first-appearance order), one column per metric."""
     import pandas as pd
 
     ok = _ok_rows(frame)
     metrics = list(dict.fromkeys(ok["metric"].astype(str)))
     groups: Any = ok.groupby(list(by), sort=False, dropna=False) if by and not ok.empty else [((), ok)]
-    rows = []
+    rows: dict[str, list[dict[str, Any]]] = {how: [] for how in hows}
     for key, group in groups:
         if group.empty and by:
             continue
         values = key if isinstance(key, tuple) else (key,)
-        row: dict[str, Any] = dict(zip(by, values))
-        per_metric = group.groupby(group["metric"].astype(str), sort=False)["value"].agg(how)
-        row.update({metric: per_metric.get(metric, pd.NA) for metric in metrics})
-        rows.append(row)
-    wide = pd.DataFrame(rows, columns=[*by, *metrics])
-    return wide.astype({metric: "Float64" for metric in metrics})
+        per_metric = group.groupby(group["metric"].astype(str), sort=False)["value"].agg(list(hows))
+        for how in hows:
+            rows[how].append({**dict(zip(by, values)), **{metric: per_metric[how].get(metric, pd.NA) for metric in metrics}})
+    return [pd.DataFrame(rows[how], columns=[*by, *metrics]).astype({metric: "Float64" for metric in metrics}) for how in hows]
 
 
 def comparison_summary(frame: "pandas.DataFrame", by: Sequence[str]) -> "pandas.DataFrame":
@@ -128,7 +126,7 @@ def comparison_summary(frame: "pandas.DataFrame", by: Sequence[str]) -> "pandas.
     """
     by = list(by)
     _check_frame(frame, by)
-    return _grouped(frame, by, "median")
+    return _grouped(frame, by, ["median"])[0]
 
 
 def failed_cells(frame: "pandas.DataFrame") -> "pandas.DataFrame":
@@ -209,7 +207,7 @@ def comparison_figure(
     panels = _panels(list(metrics))
     if not panels:
         raise ValidationError("comparison_figure needs at least one metric")
-    median, low, high = (_grouped(frame, by, how) for how in ("median", "min", "max"))
+    median, low, high = _grouped(frame, by, ["median", "min", "max"])
     units = _units(frame)
     fig = _new_figure(max(4.0, 4.0 * len(panels)), 3.4)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]

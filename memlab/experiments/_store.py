@@ -27,7 +27,7 @@ from memlab.experiments._workload import Workload, WorkloadResult
 if TYPE_CHECKING:
     from memlab.config import StackConfig
 
-__all__ = ["SCHEMA_VERSION", "ResultStore", "cache_key", "config_fingerprint", "workload_identity"]
+__all__ = ["SCHEMA_VERSION", "ResultStore", "cache_key", "canonical_json", "config_fingerprint", "workload_identity"]
 
 #: bump when the stored result format or the meaning of a key changes: older files stop matching
 SCHEMA_VERSION = 1
@@ -62,7 +62,8 @@ def workload_identity(workload: Workload) -> dict[str, Any]:
     return {"class": f"{cls.__module__}.{cls.__qualname__}", "name": workload.name, "fingerprint": workload.fingerprint()}
 
 
-def _canonical(data: Any) -> str:
+def canonical_json(data: Any) -> str:
+    """Compact sorted-key JSON of ``data`` (NaN refused): the text a key or an id hashes."""
     return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
@@ -70,7 +71,7 @@ def cache_key(config: "StackConfig", workload: Workload, seed: int) -> str:
     """The sha256 hex digest naming one cell x seed's result (module docstring)."""
     material = {"config": config_fingerprint(config), "workload": workload_identity(workload), "seed": seed, "schema": SCHEMA_VERSION}
     try:
-        text = _canonical(material)
+        text = canonical_json(material)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"{type(workload).__name__}.fingerprint() must be JSON-serialisable: {exc}") from None
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

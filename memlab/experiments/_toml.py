@@ -52,7 +52,6 @@ this way is taken as it is (``None``: no disk cache), not relative to the file.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import re
 import tomllib
@@ -64,9 +63,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
+from memlab.charts import comparison_summary, failed_cells, vary_columns
 from memlab.exceptions import ConfigError, ValidationError
 from memlab.experiments._grid import Grid
-from memlab.experiments._store import config_fingerprint
+from memlab.experiments._store import canonical_json, config_fingerprint
 from memlab.experiments._workload import Workload, WorkloadResult
 
 if TYPE_CHECKING:
@@ -85,25 +85,20 @@ _RUNS = "runs ok"
 # -- environment variables ------------------------------------------------------------------------
 
 
-def _unset(value: Any, environ: Mapping[str, str]) -> list[str]:
-    """Every variable ``value`` (nested) references that ``environ`` lacks, in order."""
+def _variables(value: Any) -> list[str]:
+    """Every variable ``value`` (nested) references as ``${NAME}``, in order."""
     if isinstance(value, str):
-        return [name for name in _VARIABLE.findall(value) if name not in environ]
+        return _VARIABLE.findall(value)
     if isinstance(value, Mapping):
-        return [name for item in value.values() for name in _unset(item, environ)]
+        return [name for item in value.values() for name in _variables(item)]
     if isinstance(value, list):
-        return [name for item in value for name in _unset(item, environ)]
+        return [name for item in value for name in _variables(item)]
     return []
 
 
-def _references(value: Any) -> bool:
-    if isinstance(value, str):
-        return bool(_VARIABLE.search(value))
-    if isinstance(value, Mapping):
-        return any(_references(item) for item in value.values())
-    if isinstance(value, list):
-        return any(_references(item) for item in value)
-    return False
+def _unset(value: Any, environ: Mapping[str, str]) -> list[str]:
+    """Every variable ``value`` (nested) references that ``environ`` lacks, in order."""
+    return [name for name in _variables(value) if name not in environ]
 
 
 def _expand(value: Any, environ: Mapping[str, str], where: str) -> Any:
@@ -264,7 +259,7 @@ def _vary(table: Any, base: "StackConfig", environ: Mapping[str, str]) -> tuple[
 
 
 def _config_id(config: "StackConfig") -> str:
-    return json.dumps(config_fingerprint(config), sort_keys=True, separators=(",", ":"), default=str)
+    return canonical_json(config_fingerprint(config))
 
 
 class _EnvGate(Workload):
@@ -368,7 +363,7 @@ def load_experiment(path: str | os.PathLike[str] | None, *, environ: Mapping[str
         cache_dir = Path(text) if source is None or Path(text).is_absolute() else source.parent / text
     return Experiment(
         path=source, base=base, vary=vary, workload=_workload(workload), seeds=seeds, cache_dir=cache_dir,
-        metrics=_metrics(document.get("report", {})), unavailable=tuple(unavailable), gated=_references(document.get("vary", {})),
+        metrics=_metrics(document.get("report", {})), unavailable=tuple(unavailable), gated=bool(_variables(document.get("vary", {}))),
         document=document,
     )
 
@@ -381,12 +376,6 @@ def grid_from_toml(path: str | os.PathLike[str], *, environ: Mapping[str, str] |
 # -- results ----------------------------------------------------------------------------------------
 
 
-def _vary_columns(frame: "pandas.DataFrame") -> list[str]:
-    from memlab.charts import vary_columns
-
-    return vary_columns(frame)
-
-
 def summary_table(frame: "pandas.DataFrame", metrics: Sequence[str] | None = None) -> "pandas.DataFrame":
     """One row per cell of a metric frame: its vary values, ``runs ok`` (``"2/2"``), the median of each metric over its ok seeds.
 
@@ -397,9 +386,7 @@ def summary_table(frame: "pandas.DataFrame", metrics: Sequence[str] | None = Non
     """
     import pandas as pd
 
-    from memlab.charts import comparison_summary
-
-    vary = _vary_columns(frame)
+    vary = vary_columns(frame)
     reported = list(dict.fromkeys(frame.loc[frame["status"].astype("string") == "ok", "metric"].dropna().astype(str)))
     wanted = list(metrics) if metrics is not None else reported
     unknown = [name for name in wanted if reported and name not in reported]
@@ -437,10 +424,9 @@ def _number(value: Any) -> str:
 def format_summary(frame: "pandas.DataFrame", metrics: Sequence[str] | None = None, *, title: str | None = None) -> str:
     """:func:`summary_table` as text: a header (``title``, workload, seeds, machine), the table, then every failed run's error."""
     from memlab.bench.cache import environment
-    from memlab.charts import failed_cells
 
     table = summary_table(frame, metrics)
-    numeric = [column for column in table.columns if column not in ("cell", *_vary_columns(frame), _RUNS)]
+    numeric = [column for column in table.columns if column not in ("cell", *vary_columns(frame), _RUNS)]
     shown = table.astype(object)
     for column in numeric:
         shown[column] = [_number(value) for value in table[column]]
