@@ -11,7 +11,7 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["cell", "field_table", "model_table", "row_table"]
+__all__ = ["cell", "field_table", "model_table", "row_table", "shorten"]
 
 MAX_TEXT = 300
 MAX_ITEMS = 5
@@ -20,8 +20,9 @@ _TD = '<td style="text-align:left;vertical-align:top;white-space:pre-wrap">'
 _TH = '<th style="text-align:left;vertical-align:top">'
 
 
-def _short(text: str) -> str:
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+def shorten(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` cut to ``limit`` characters, the last an ellipsis (unchanged when it fits); not escaped."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _plain(value: Any) -> str:
@@ -31,7 +32,7 @@ def _plain(value: Any) -> str:
     if hasattr(value, "model_dump"):
         value = value.model_dump()
     if isinstance(value, Mapping):
-        return _short("; ".join(f"{key}: {_plain(item)}" for key, item in value.items())) if value else "{}"
+        return shorten("; ".join(f"{key}: {_plain(item)}" for key, item in value.items())) if value else "{}"
     if isinstance(value, (list, tuple, set, frozenset)):
         items = list(value)
         shown = ", ".join(_plain(item) for item in items[:MAX_ITEMS])
@@ -39,7 +40,7 @@ def _plain(value: Any) -> str:
         return f"[{shown}{more}]"
     if isinstance(value, float):
         return f"{value:.6g}"
-    return _short(str(value))
+    return shorten(str(value))
 
 
 def cell(value: Any) -> str:

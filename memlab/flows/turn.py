@@ -119,6 +119,11 @@ def turn_trace(memify_metadata: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def _single_dataset(scope: RetrievalScope) -> Any:
+    """The dataset a turn answers from, when it searches exactly one (recorded as the session's dataset), else None."""
+    return scope.dataset_ids[0] if len(scope.dataset_ids) == 1 else None
+
+
 class SessionTurn(TurnPort):
     """The I/O of one turn (see :class:`~memlab.analysis.TurnPort`), done through its runner's collaborators."""
 
@@ -290,10 +295,6 @@ class SessionTurn(TurnPort):
         )
         return await self._timed("answer", retriever.answer_from(query, merged, scope))
 
-    def _dataset_id(self) -> Any:
-        """The dataset the turn answered from, when it searched exactly one (recorded as the session's dataset)."""
-        return self.scope.dataset_ids[0] if len(self.scope.dataset_ids) == 1 else None
-
     def _finish(self, answered: bool) -> None:
         self.note(answered=answered, latency_ms=round((time.perf_counter() - self.started) * 1000))
 
@@ -309,7 +310,7 @@ class SessionTurn(TurnPort):
             used_session_context_ids=ids or None,
             memify_metadata=turn_metadata(self.record),
             session_id=self.session_id,
-            dataset_id=self._dataset_id(),
+            dataset_id=_single_dataset(self.scope),
         )
         self.record["guidance_ids"] = ids
         return TurnResult(completion.text, completion, qa_id, self.record)
@@ -322,7 +323,7 @@ class SessionTurn(TurnPort):
             answer=text,
             memify_metadata=turn_metadata(self.record),
             session_id=self.session_id,
-            dataset_id=self._dataset_id(),
+            dataset_id=_single_dataset(self.scope),
         )
         self.record["guidance_ids"] = []
         return TurnResult(text, None, qa_id, self.record)
@@ -373,8 +374,7 @@ class TurnRunner:
     ) -> TurnResult:
         """Run one turn of ``query`` in the session, under its turn lock."""
         mode, reason = self.choose(search_type, retriever, batch=batch)
-        dataset_id = scope.dataset_ids[0] if len(scope.dataset_ids) == 1 else None
-        metered = self.usage.metered(user_id, session_id, dataset_id) if self.usage is not None else contextlib.nullcontext()
+        metered = self.usage.metered(user_id, session_id, _single_dataset(scope)) if self.usage is not None else contextlib.nullcontext()
         async with self.lock(user_id, session_id), self.manager.turn_lock(user_id, session_id), metered:
             port = SessionTurn(
                 self,

@@ -7,6 +7,8 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+from memlab.widgets._html import esc
+
 INSTALL_HINT = "pip install 'memlab[widgets]'"
 
 
@@ -73,13 +75,9 @@ class Explorer:
             self._error(exc)
 
     def _error(self, exc: BaseException) -> None:
-        from memlab.widgets._html import esc
-
         self.status.value = f'<span style="color:#b00020">{esc(type(exc).__name__)}: {esc(exc)}</span>'
 
     def _say(self, message: str) -> None:
-        from memlab.widgets._html import esc
-
         self.status.value = esc(message)
 
     @contextlib.contextmanager

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from memlab.exceptions import MemlabError
+from memlab.widgets import _html as h
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class ElementLookup:
     def __init__(self, graphs: list[Any], names: dict[str, str]) -> None:
         self._graphs = graphs
         self._names = names
+        self._resolved: dict[str, Element] = {}  # each id read from the graphs once (lanes and re-renders repeat ids)
 
     @classmethod
     async def load(cls, stack: Any, user: Any, dataset_id: uuid.UUID | None) -> "ElementLookup":
@@ -45,16 +48,31 @@ class ElementLookup:
         return cls(graphs, names)
 
     def __call__(self, element_id: str) -> Element:
+        found = self._resolved.get(element_id)
+        if found is None:
+            found = self._resolved[element_id] = self._resolve(element_id)
+        return found
+
+    def _resolve(self, element_id: str) -> Element:
         for graph in self._graphs:
-            found = graph.node(element_id)
-            if found is not None:
-                text = found.get("text") or found.get("name") or ""
-                return Element(element_id, str(found.get("type") or "node"), str(text), self._documents(graph, element_id))
-            found = graph.edge(element_id)
-            if found is not None:
-                kind = f"edge: {found.get('relation')}" if found.get("relation") else "edge"
-                return Element(element_id, kind, str(found.get("text") or ""), self._documents(graph, element_id))
+            node = graph.node(element_id)
+            if node is not None:
+                text = node.get("text") or node.get("name") or ""
+                return Element(element_id, str(node.get("type") or "node"), str(text), self._documents(node))
+            edge = graph.edge(element_id)
+            if edge is not None:
+                kind = f"edge: {edge.get('relation')}" if edge.get("relation") else "edge"
+                return Element(element_id, kind, str(edge.get("text") or ""), self._documents(edge))
         return Element(element_id, "unknown", "(not in the graph any more)")
 
-    def _documents(self, graph: Any, element_id: str) -> list[str]:
-        return [self._names.get(data_id, data_id) for data_id in sorted(graph.supporters(element_id))]
+    def _documents(self, found: Mapping[str, Any]) -> list[str]:
+        """The names of the documents supporting a node or edge dict (it carries its ``supporters``)."""
+        return [self._names.get(data_id, data_id) for data_id in sorted(found["supporters"])]
+
+
+def element_cells(lookup: ElementLookup | None, element_id: str, limit: int) -> list[str]:
+    """The rendered ``kind``, ``text`` (cut to ``limit``) and ``documents`` cells of an element (dashes without a lookup)."""
+    element = lookup(element_id) if lookup is not None else None
+    if element is None:
+        return [h.MISSING] * 3
+    return [h.esc(element.kind), h.snippet(element.text, limit), h.esc(", ".join(element.documents) if element.documents else None)]

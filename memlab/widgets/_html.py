@@ -1,10 +1,18 @@
-"""Small HTML builders for the explorers' ``ipywidgets.HTML`` panes (every value escaped here)."""
+"""Small HTML builders for the explorers' ``ipywidgets.HTML`` panes (every value escaped here).
+
+Unlike :mod:`memlab._html` (the models' ``_repr_html_``: plain values escaped per cell,
+inline styles, None as "None") these tables take already-rendered cells under one
+stylesheet (:func:`page`) and show None as a dash; both shorten text with
+:func:`memlab._html.shorten`.
+"""
 
 from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from memlab._html import shorten
 
 STYLE = (
     "<style>"
@@ -33,10 +41,7 @@ def ident(value: Any, width: int = 8) -> str:
 
 def snippet(text: Any, limit: int = 90) -> str:
     """Escaped ``text``, cut to ``limit`` characters with an ellipsis."""
-    if text is None:
-        return MISSING
-    value = str(text)
-    return esc(value if len(value) <= limit else value[: limit - 1] + "…")
+    return MISSING if text is None else esc(shorten(str(text), limit))
 
 
 def note(text: str) -> str:

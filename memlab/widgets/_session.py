@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from memlab._html import shorten
 from memlab.widgets import _html as h
 from memlab.widgets._base import Explorer
-from memlab.widgets._elements import ElementLookup
+from memlab.widgets._elements import ElementLookup, element_cells
 
 if TYPE_CHECKING:
     from memlab.models import SessionQAEntry, SessionUsage, User
@@ -294,15 +295,8 @@ class SessionExplorer(Explorer):
         element_rows = []
         for group, ids in (entry.used_graph_element_ids or {}).items():
             for element_id in ids:
-                element = self._elements(element_id) if self._elements is not None else None
                 element_rows.append(
-                    [
-                        h.ident(element_id),
-                        h.esc(group.removesuffix("_ids")),
-                        h.esc(element.kind if element else None),
-                        h.snippet(element.text if element else None, 90),
-                        h.esc(", ".join(element.documents) if element and element.documents else None),
-                    ]
+                    [h.ident(element_id), h.esc(group.removesuffix("_ids")), *element_cells(self._elements, element_id, 90)]
                 )
         return h.page(
             h.heading("turn"),
@@ -334,5 +328,4 @@ def _feedback(entry: "SessionQAEntry") -> str:
 
 def _title(entry: "SessionQAEntry") -> str:
     """A turn's dropdown label: its question, or for a stored note (``remember(session_id=...)``) its text."""
-    text = entry.question or f"(stored) {entry.answer}"
-    return text if len(text) <= 70 else text[:69] + "…"
+    return shorten(entry.question or f"(stored) {entry.answer}", 70)

@@ -8,7 +8,7 @@ from memlab.exceptions import SessionParameterValidationError
 from memlab.flows.turn import turn_trace
 from memlab.widgets import _html as h
 from memlab.widgets._base import Explorer
-from memlab.widgets._elements import ElementLookup
+from memlab.widgets._elements import ElementLookup, element_cells
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -150,14 +150,7 @@ class TurnInspector(Explorer):
         columns = ["#", "id", "kind", "text", "documents"] + (["from"] if lane == "merged" else [])
         rows = []
         for rank, element_id in enumerate(ids, start=1):
-            element = lookup(element_id) if lookup is not None else None
-            row = [
-                h.esc(rank),
-                h.ident(element_id),
-                h.esc(element.kind if element else None),
-                h.snippet(element.text if element else None, 70),
-                h.esc(", ".join(element.documents) if element and element.documents else None),
-            ]
+            row = [h.esc(rank), h.ident(element_id), *element_cells(lookup, element_id, 70)]
             if lane == "merged":
                 origin = "both" if element_id in raw and element_id in rewrite else "raw" if element_id in raw else "rewrite" if element_id in rewrite else "?"
                 row.append(h.esc(origin))
