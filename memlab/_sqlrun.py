@@ -278,11 +278,6 @@ def is_retryable(exc: BaseException) -> bool:
 
 def is_connection_error(exc: BaseException) -> bool:
     """True when ``exc`` says the database connection itself failed (not one statement): unreachable, lost, shut down."""
-    return _connection_lost(exc)
-
-
-def _connection_lost(exc: BaseException) -> bool:
-    """True when ``exc`` says the connection itself failed (not one statement)."""
     for err in _error_chain(exc):
         state = getattr(err, "sqlstate", None)
         # 08: connection exception; 57P: operator intervention (shutdown, crash, cannot connect now)
@@ -428,7 +423,7 @@ class PostgresRunner:
     async def _release_after(self, lease: _Lease, exc: BaseException) -> None:
         """Return ``lease`` after a failed call, or drop it when its state is unknown."""
         cancelled = not isinstance(exc, Exception)  # mid-protocol: the connection cannot be reused
-        lost = not cancelled and _connection_lost(exc)
+        lost = not cancelled and is_connection_error(exc)
         if not (cancelled or lost or lease.broken or lease.driver.is_closed()):
             self._checkin(lease)
             return

@@ -88,12 +88,15 @@ _RECORD_COLS = (
 )
 
 
+def _binds(*names: str) -> dict[str, Any]:
+    """``{name: bindparam(name)}``: the values of a statement whose columns take bind parameters of the same names."""
+    return {name: bindparam(name) for name in names}
+
+
 def _session_touch(insert: Callable[..., Any]) -> ClauseElement:
     """Create a ``running`` record, or (a running one only: terminal rows are frozen) bump it and back-fill its dataset."""
     touch = insert(session_records).values(
-        session_id=bindparam("session_id"),
-        user_id=bindparam("user_id"),
-        dataset_id=bindparam("dataset_id"),
+        **_binds("session_id", "user_id", "dataset_id"),
         status="running",
         started_at=bindparam("now"),
         last_activity_at=bindparam("now"),
@@ -120,18 +123,7 @@ def _data_insert(insert: Callable[..., Any]) -> ClauseElement:
     """Store a document; one whose content hash the dataset already holds is skipped (two writers may race on PostgreSQL)."""
     return (
         insert(data)
-        .values(
-            id=bindparam("id"),
-            dataset_id=bindparam("dataset_id"),
-            name=bindparam("name"),
-            source=bindparam("source"),
-            extension=bindparam("extension"),
-            content_hash=bindparam("content_hash"),
-            size_bytes=bindparam("size_bytes"),
-            tags=bindparam("tags"),
-            text=bindparam("text"),
-            created_at=bindparam("created_at"),
-        )
+        .values(**_binds("id", "dataset_id", "name", "source", "extension", "content_hash", "size_bytes", "tags", "text", "created_at"))
         .on_conflict_do_nothing()
     )
 
@@ -140,7 +132,7 @@ def _permission_insert(insert: Callable[..., Any]) -> ClauseElement:
     """Grant a permission; granting it again changes nothing."""
     return (
         insert(dataset_permissions)
-        .values(dataset_id=bindparam("dataset_id"), user_id=bindparam("user_id"), permission=bindparam("permission"))
+        .values(**_binds("dataset_id", "user_id", "permission"))
         .on_conflict_do_nothing()
     )
 
@@ -150,18 +142,10 @@ _HASH_CHUNK = 100
 _building = (pipeline_runs.c.dataset_id == bindparam("dataset_id"), pipeline_runs.c.pipeline_name != bindparam("staging"))
 
 STATEMENTS: dict[str, ClauseElement] = {
-    "user_insert": users.insert().values(
-        id=bindparam("id"),
-        name=bindparam("name"),
-        parent_user_id=bindparam("parent_user_id"),
-        is_default=bindparam("is_default"),
-        created_at=bindparam("created_at"),
-    ),
+    "user_insert": users.insert().values(**_binds("id", "name", "parent_user_id", "is_default", "created_at")),
     "user_by_id": select(*_USER_COLS).where(users.c.id == bindparam("id")),
     "user_default": select(*_USER_COLS).where(users.c.is_default.is_(True)),
-    "dataset_insert": datasets.insert().values(
-        id=bindparam("id"), name=bindparam("name"), owner_id=bindparam("owner_id"), created_at=bindparam("created_at")
-    ),
+    "dataset_insert": datasets.insert().values(**_binds("id", "name", "owner_id", "created_at")),
     "dataset_by_name": select(*_DATASET_COLS).where(datasets.c.owner_id == bindparam("owner_id"), datasets.c.name == bindparam("name")),
     "dataset_by_id": select(*_DATASET_COLS).where(datasets.c.id == bindparam("id")),
     "datasets_of_owner": select(*_DATASET_COLS).where(datasets.c.owner_id == bindparam("owner_id")).order_by(datasets.c.created_at),
@@ -185,22 +169,10 @@ STATEMENTS: dict[str, ClauseElement] = {
     "data_count": select(func.count()).select_from(data).where(data.c.dataset_id == bindparam("dataset_id")),
     "data_delete": delete(data).where(data.c.dataset_id == bindparam("dataset_id"), data.c.id == bindparam("id")),
     "data_delete_all": delete(data).where(data.c.dataset_id == bindparam("dataset_id")),
-    "run_insert": pipeline_runs.insert().values(
-        id=bindparam("id"),
-        dataset_id=bindparam("dataset_id"),
-        pipeline_name=bindparam("pipeline_name"),
-        status=bindparam("status"),
-        data_count=bindparam("data_count"),
-        started_at=bindparam("started_at"),
-    ),
+    "run_insert": pipeline_runs.insert().values(**_binds("id", "dataset_id", "pipeline_name", "status", "data_count", "started_at")),
     "run_finish": update(pipeline_runs)
     .where(pipeline_runs.c.id == bindparam("id"))
-    .values(
-        status=bindparam("status"),
-        error_class=bindparam("error_class"),
-        error_message=bindparam("error_message"),
-        finished_at=bindparam("finished_at"),
-    ),
+    .values(**_binds("status", "error_class", "error_message", "finished_at")),
     "run_latest_build": select(*_RUN_COLS)
     .where(*_building)
     .order_by(pipeline_runs.c.started_at.desc(), pipeline_runs.c.id.desc())
@@ -233,13 +205,7 @@ STATEMENTS: dict[str, ClauseElement] = {
     .order_by(session_records.c.started_at, session_records.c.session_id),
     # API keys (memlab.users): only the SHA-256 of a key is stored, and a key is found by that hash
     "users_by_name": select(*_USER_COLS).where(users.c.name == bindparam("name")).order_by(users.c.created_at, users.c.id),
-    "api_key_insert": api_keys.insert().values(
-        id=bindparam("id"),
-        user_id=bindparam("user_id"),
-        key_hash=bindparam("key_hash"),
-        prefix=bindparam("prefix"),
-        created_at=bindparam("created_at"),
-    ),
+    "api_key_insert": api_keys.insert().values(**_binds("id", "user_id", "key_hash", "prefix", "created_at")),
     "api_key_user": select(*_USER_COLS)
     .join(api_keys, api_keys.c.user_id == users.c.id)
     .where(api_keys.c.key_hash == bindparam("key_hash"), api_keys.c.revoked_at.is_(None)),
@@ -252,8 +218,10 @@ STATEMENTS: dict[str, ClauseElement] = {
 # -- session usage (memlab.usage) ---------------------------------------------------------
 #: columns a session list may be ordered by (``stack.usage.list_sessions(order_by=...)``)
 SESSION_ORDER_COLUMNS = ("last_activity_at", "started_at", "ended_at", "cost_usd", "tokens_in", "tokens_out")
-_USAGE_COLS = (
-    *_RECORD_COLS,
+#: effective statuses of a session record, in the order ``usage_stats`` counts them
+SESSION_STATUSES = ("running", "completed", "failed", "abandoned")
+#: a session record's usage counters: listed by ``usage_*`` reads, summed by ``usage_stats``
+_COUNTERS = (
     session_records.c.tokens_in,
     session_records.c.tokens_out,
     session_records.c.cost_usd,
@@ -262,8 +230,8 @@ _USAGE_COLS = (
     session_records.c.embedding_tokens,
     session_records.c.embedding_cost_usd,
     session_records.c.error_count,
-    session_records.c.last_model,
 )
+_USAGE_COLS = (*_RECORD_COLS, *_COUNTERS, session_records.c.last_model)
 #: ``running`` older than the cutoff reads as ``abandoned`` (computed, never stored; strict ``<``)
 _effective = case(
     (and_(session_records.c.status == "running", session_records.c.last_activity_at < bindparam("cutoff")), "abandoned"),
@@ -292,17 +260,7 @@ def _listing(column: str, descending: bool) -> ClauseElement:
     return select(*_USAGE_COLS, _effective).where(_listed).order_by(order, tie).limit(bindparam("limit")).offset(bindparam("offset"))
 
 
-_by_status = {status: func.sum(case((_effective == status, 1), else_=0)) for status in ("running", "completed", "failed", "abandoned")}
-_sums = (
-    session_records.c.tokens_in,
-    session_records.c.tokens_out,
-    session_records.c.cost_usd,
-    session_records.c.unpriced_tokens_in,
-    session_records.c.unpriced_tokens_out,
-    session_records.c.embedding_tokens,
-    session_records.c.embedding_cost_usd,
-    session_records.c.error_count,
-)
+_by_status = [func.sum(case((_effective == status, 1), else_=0)) for status in SESSION_STATUSES]
 _model_cols = (
     session_model_usage.c.model,
     session_model_usage.c.kind,
@@ -318,15 +276,7 @@ _model_cols = (
 def _model_upsert(insert: Callable[..., Any]) -> ClauseElement:
     """Add calls to a (session, user, model, kind) row; its cost stays NULL (unpriced) once any call was unpriced."""
     row = insert(session_model_usage).values(
-        session_id=bindparam("session_id"),
-        user_id=bindparam("user_id"),
-        model=bindparam("model"),
-        kind=bindparam("kind"),
-        calls=bindparam("calls"),
-        tokens_in=bindparam("tokens_in"),
-        tokens_out=bindparam("tokens_out"),
-        cost_usd=bindparam("cost_usd"),
-        usage_source=bindparam("usage_source"),
+        **_binds("session_id", "user_id", "model", "kind", "calls", "tokens_in", "tokens_out", "cost_usd", "usage_source"),
         updated_at=bindparam("now"),
     )
     return row.on_conflict_do_update(
@@ -371,7 +321,7 @@ STATEMENTS.update(
         "usage_models": select(*_model_cols)
         .where(session_model_usage.c.session_id == bindparam("session_id"), session_model_usage.c.user_id == bindparam("user_id"))
         .order_by(session_model_usage.c.kind, session_model_usage.c.model),
-        "usage_stats": select(func.count(), *(func.coalesce(func.sum(column), 0) for column in _sums), *_by_status.values())
+        "usage_stats": select(func.count(), *(func.coalesce(func.sum(column), 0) for column in _COUNTERS), *_by_status)
         .select_from(session_records)
         .where(_visible, _active),
         "usage_cost_by_model": select(
@@ -476,16 +426,21 @@ def _run(row) -> PipelineRun:
     )
 
 
+def _record_fields(row) -> dict[str, Any]:
+    """The fields of a row's leading :data:`_RECORD_COLS` (shared by :class:`SessionRecord` and :class:`SessionUsage`)."""
+    return {
+        "session_id": row[0],
+        "user_id": uuid.UUID(row[1]),
+        "dataset_id": uuid.UUID(row[2]) if row[2] else None,
+        "status": row[3],
+        "started_at": _when(row[4]),
+        "last_activity_at": _when(row[5]),
+        "ended_at": _when(row[6]) if row[6] else None,
+    }
+
+
 def _record(row) -> SessionRecord:
-    return SessionRecord(
-        session_id=row[0],
-        user_id=uuid.UUID(row[1]),
-        dataset_id=uuid.UUID(row[2]) if row[2] else None,
-        status=row[3],
-        started_at=_when(row[4]),
-        last_activity_at=_when(row[5]),
-        ended_at=_when(row[6]) if row[6] else None,
-    )
+    return SessionRecord(**_record_fields(row))
 
 
 def _visibility(caller: User, cutoff: str) -> dict[str, str]:
@@ -495,13 +450,7 @@ def _visibility(caller: User, cutoff: str) -> dict[str, str]:
 
 def _usage(row) -> SessionUsage:
     return SessionUsage(
-        session_id=row[0],
-        user_id=uuid.UUID(row[1]),
-        dataset_id=uuid.UUID(row[2]) if row[2] else None,
-        status=row[3],
-        started_at=_when(row[4]),
-        last_activity_at=_when(row[5]),
-        ended_at=_when(row[6]) if row[6] else None,
+        **_record_fields(row),
         tokens_in=row[7],
         tokens_out=row[8],
         cost_usd=row[9],
@@ -565,18 +514,15 @@ class RelationalStore:
         self.url = url
         self.clock = clock
         self._runner: SQLiteRunner | PostgresRunner | None = None
-        self.where = str(self.path) if url is None else resolve_url(url)[1].render_as_string(hide_password=True)
-
-    @property
-    def dialect(self) -> str:
-        """``sqlite`` or ``postgresql``."""
-        return "sqlite" if self.url is None else resolve_url(self.url)[0]
+        #: ``(dialect, URL)`` of ``url``, parsed once (None: the SQLite file at ``path``)
+        self._resolved = resolve_url(url) if url is not None else None
+        self.where = str(self.path) if self._resolved is None else self._resolved[1].render_as_string(hide_password=True)
 
     def _new_runner(self) -> SQLiteRunner | PostgresRunner:
-        if self.url is None:
+        if self._resolved is None:
             assert self.path is not None
             return SQLiteRunner(self.path, STATEMENTS)
-        dialect, parsed = resolve_url(self.url)
+        dialect, parsed = self._resolved
         if dialect == "sqlite":
             if not parsed.database:
                 raise ConfigError(f"MEMLAB_DB_URL {self.where!r} names no SQLite database file (use sqlite:///path)")
@@ -616,8 +562,8 @@ class RelationalStore:
     def _describe(self, exc: BaseException) -> str:
         """``Type: message`` of a driver error, with the URL's password masked if a driver put it there."""
         text = f"{type(exc).__name__}: {exc}"
-        if self.url is not None:
-            password = resolve_url(self.url)[1].password
+        if self._resolved is not None:
+            password = self._resolved[1].password
             if password:
                 text = text.replace(str(password), "***")
         return text

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from memlab._clock import Clock
 from memlab.exceptions import ValidationError
 from memlab.models import ModelCost, ModelUsage, SessionPage, SessionUsage, UsageStats
-from memlab.relational import SESSION_ORDER_COLUMNS, RelationalStore
+from memlab.relational import SESSION_ORDER_COLUMNS, SESSION_STATUSES, RelationalStore
 from memlab.users import Users
 from memlab.validation import check_flag, check_id
 
@@ -41,8 +41,8 @@ logger = logging.getLogger("memlab.usage")
 
 #: ``range`` values of stats / cost_by_model and the span each covers (None: everything)
 RANGES: dict[str, timedelta | None] = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30), "all": None}
-#: effective statuses a session list may be filtered by
-STATUSES = ("running", "completed", "failed", "abandoned")
+#: effective statuses a session list may be filtered by (the order of ``stats``' per-status counts)
+STATUSES = SESSION_STATUSES
 #: at most this many sessions per page
 MAX_LIMIT = 1000
 #: the largest offset (what SQLite and PostgreSQL take as an integer parameter, and more sessions than anyone keeps)

@@ -15,6 +15,7 @@ from memlab.exceptions import BackendError, StackStateError, ValidationError
 from memlab.lifecycle import StackState
 from memlab.models import ModelCost, SessionPage, SessionUsage, UsageStats, User
 from memlab.stack import MemoryStack
+from memlab.usage import MAX_LIMIT, MAX_OFFSET
 
 __all__ = ["ErrorBody", "Health", "app_from_env", "create_app", "serve"]
 
@@ -22,8 +23,6 @@ __all__ = ["ErrorBody", "Health", "app_from_env", "create_app", "serve"]
 SessionStatus = Literal["running", "completed", "failed", "abandoned"]
 OrderBy = Literal["last_activity_at", "started_at", "ended_at", "cost_usd", "tokens_in", "tokens_out"]
 UsageRange = Literal["24h", "7d", "30d", "all"]
-#: largest ``offset`` (SQL ``OFFSET`` is a signed 64-bit integer; no listing is anywhere near this long)
-MAX_OFFSET = 2**31 - 1
 
 _NOT_FOUND = "session not found"
 _QUERY_NAMES = frozenset({"status", "order_by", "descending", "limit", "offset", "range"})
@@ -136,7 +135,7 @@ def create_app(stack: MemoryStack) -> FastAPI:
         status: Annotated[SessionStatus | None, Query(description="effective status (abandoned is computed)")] = None,
         order_by: OrderBy = "last_activity_at",
         descending: bool = True,
-        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     ) -> SessionPage:
         """One page of the sessions visible to the caller (its own, its agents', those of datasets it may read)."""

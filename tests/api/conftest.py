@@ -110,3 +110,13 @@ async def add_session(stack: MemoryStack, user: Any, session_id: str, dataset: s
 def serve_app():
     """``serve_app(app)``: the :func:`running_server` context manager (yields the base URL)."""
     return running_server
+
+
+@pytest.fixture
+def env_root(tmp_path, monkeypatch):
+    """A data root in ``MEMLAB_DATA_ROOT`` for ``MemoryStack.from_env()`` (the hashing embedder; no cache or metadata URL from the shell)."""
+    monkeypatch.setenv("MEMLAB_DATA_ROOT", str(tmp_path))
+    monkeypatch.setenv("EMBEDDING_MODEL", "memlab/hashing")
+    for name in ("CACHE_BACKEND", "CACHE_DB_URL", "CACHING", "MEMLAB_DB_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path

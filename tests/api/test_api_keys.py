@@ -69,15 +69,6 @@ async def test_a_key_needs_a_known_user(stack):
 # -- the command ----------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def env_root(tmp_path, monkeypatch):
-    monkeypatch.setenv("MEMLAB_DATA_ROOT", str(tmp_path))
-    monkeypatch.setenv("EMBEDDING_MODEL", "memlab/hashing")
-    for name in ("CACHE_BACKEND", "CACHE_DB_URL", "CACHING", "MEMLAB_DB_URL"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
-
-
 async def _owner(root, key):
     async with MemoryStack.from_config(fast_config(root)) as stack:
         return await stack.users.user_for_api_key(key)

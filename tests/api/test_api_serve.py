@@ -16,15 +16,6 @@ import memlab.api
 from memlab.cli import main
 
 
-@pytest.fixture
-def env_root(tmp_path, monkeypatch):
-    monkeypatch.setenv("MEMLAB_DATA_ROOT", str(tmp_path))
-    monkeypatch.setenv("EMBEDDING_MODEL", "memlab/hashing")
-    for name in ("CACHE_BACKEND", "CACHE_DB_URL", "CACHING", "MEMLAB_DB_URL"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
-
-
 def test_serve_passes_its_options_to_uvicorn(env_root, monkeypatch):
     calls = []
     monkeypatch.setattr(memlab.api, "serve", lambda **options: calls.append(options))
