@@ -54,9 +54,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from memlab.bench._table import number, percentile, render
+from memlab.bench.cache import SERVER_SETTINGS
 from memlab.exceptions import BenchmarkError, ValidationError
 from memlab.testing.databases import throwaway_database
 
@@ -139,13 +139,13 @@ def server_environment(
     if db_url:
         env["MEMLAB_DB_URL"] = db_url
     if redis_url:
-        parts = urlsplit(redis_url)
-        env.update({"CACHE_BACKEND": "redis", "CACHE_HOST": parts.hostname or "localhost", "CACHE_PORT": str(parts.port or 6379)})
-        env["CACHE_SSL"] = "true" if parts.scheme == "rediss" else "false"
-        if parts.username:
-            env["CACHE_USERNAME"] = unquote(parts.username)
-        if parts.password:
-            env["CACHE_PASSWORD"] = unquote(parts.password)
+        redis = SERVER_SETTINGS["redis"](redis_url)  # the cache benchmark's reading of the URL
+        env.update({"CACHE_BACKEND": "redis", "CACHE_HOST": redis["host"], "CACHE_PORT": str(redis["port"])})
+        env["CACHE_SSL"] = "true" if redis["ssl"] else "false"
+        if redis["username"]:
+            env["CACHE_USERNAME"] = redis["username"]
+        if redis["password"]:
+            env["CACHE_PASSWORD"] = redis["password"]
     return env
 
 

@@ -80,7 +80,6 @@ async def run_bench_usage(spec: UsageBenchSpec, progress: Callable[[str], None] 
                 await stack.remember(list(corpus.documents), progress=False)
                 await stack.search(turns[0], session_id="warm-up")  # imports and caches, untimed
             timed = _TimedRecorder(stacks["tracked"].usage.recorder)
-            timed.times.clear()
             for start in range(0, len(turns), spec.block):
                 for name, stack in stacks.items():
                     for message in turns[start : start + spec.block]:

@@ -91,8 +91,8 @@ from typing import Any, TypeVar
 
 import diskcache
 
-from memlab.cache._turn_lock import file_turn_lock
 from memlab.cache._base import CacheBackend, PayloadChange
+from memlab.cache._turn_lock import file_turn_lock
 from memlab.exceptions import CacheConnectionError, SessionQAEntryValidationError
 
 logger = logging.getLogger("memlab.cache")

@@ -78,7 +78,6 @@ import contextlib
 import logging
 import secrets
 import ssl as _ssl
-import time
 from collections.abc import AsyncIterator, Hashable
 from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, NamedTuple
@@ -98,6 +97,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from memlab.cache._base import CacheBackend, PayloadChange
 from memlab.cache._redis_lua import PRELUDE, SCRIPTS
+from memlab.cache._turn_lock import poll_lock
 from memlab.exceptions import (
     CacheConnectionError,
     ConfigError,
@@ -316,6 +316,8 @@ class _Scripts:
     delete_ctx: AsyncScript
     delete_session: AsyncScript
     sweep_one: AsyncScript
+    #: a turn lock's release (no prelude: it touches the lock key only)
+    unlock: AsyncScript
 
     def __init__(self, client: "aioredis.Redis | RedisCluster") -> None:
         def script(name: str) -> AsyncScript:
@@ -333,6 +335,7 @@ class _Scripts:
         self.delete_ctx = script("delete_ctx")
         self.delete_session = script("delete_session")
         self.sweep_one = script("sweep_one")
+        self.unlock = client.register_script(_UNLOCK)
 
 
 class RedisCache(CacheBackend):
@@ -731,17 +734,14 @@ class RedisCache(CacheBackend):
 
     @contextlib.asynccontextmanager
     async def _turn_lock(self, key: str, session_id: str, user_id: str, timeout: float):
-        client = self._open_client()
+        client, scripts = self._open_client(), self._run()
         token = secrets.token_hex(16)
-        deadline, pause = time.monotonic() + timeout, 0.005
+
+        async def attempt() -> bool:
+            return bool(await client.set(key, token, nx=True, px=TURN_LOCK_TTL_MS))
+
         try:
-            while not await client.set(key, token, nx=True, px=TURN_LOCK_TTL_MS):
-                if time.monotonic() >= deadline:
-                    raise SessionLockTimeout(
-                        f"session {session_id!r} of user {user_id}: another process held its turn lock for more than {timeout:g} s"
-                    )
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 0.08)
+            await poll_lock(attempt, user_id, session_id, timeout=timeout)
         except SessionLockTimeout:
             raise
         except Exception as exc:
@@ -750,7 +750,7 @@ class RedisCache(CacheBackend):
             yield
         finally:
             try:
-                await client.register_script(_UNLOCK)(keys=[key], args=[token])
+                await scripts.unlock(keys=[key], args=[token])
             except Exception as exc:  # the key expires by itself; the turn is done
                 logger.warning("redis cache at %s: releasing the turn lock of %r failed: %s", self.where, session_id, exc)
 

@@ -126,13 +126,14 @@ class PermanentMemory:
         token it was built at. A remember / forget in this process changes the
         token; a write by another process, or a dataset forgotten and rebuilt,
         hands out a new graph object (with no indexes); either way the index is
-        rebuilt on the next call. The token is read *before* the graph, so an
-        index is never older than the token it is filed under. ``build`` runs on
-        the event loop (the graph is mutated there, so reading it from a thread
-        would race).
+        rebuilt on the next call. The index is filed under the token the graph
+        was checked against (``loaded.token``, read by :meth:`_current`), so an
+        index is never older than its token and one read of the token serves
+        both. ``build`` runs on the event loop (the graph is mutated there, so
+        reading it from a thread would race).
         """
-        token = await self.snapshots.token(dataset_id)
         loaded = await self._current(dataset_id)
+        token = loaded.token
         cached = loaded.derived.get(kind)
         if cached is None or cached[0] != token:
             cached = loaded.derived[kind] = (token, build(loaded.graph))

@@ -24,6 +24,7 @@ import abc
 import asyncio
 import contextlib
 import fcntl
+import os
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime, timezone
@@ -86,8 +87,6 @@ class FileSnapshots(SnapshotStore):
         return self.root / str(dataset_id)
 
     def _pointer_token(self, dataset_id: uuid.UUID) -> str | None:
-        import os
-
         pointer = self._dir(dataset_id) / "CURRENT"
         try:
             with open(pointer, "rb") as handle:

@@ -14,9 +14,9 @@ from sqlalchemy.engine import make_url
 
 from memlab._sqlrun import DB, PostgresRunner, SQLiteRunner, advisory_key, is_integrity_error, resolve_url
 from memlab.cache._base import DEFAULT_TTL_SECONDS, CacheBackend, PayloadChange
-from memlab.cache._turn_lock import file_turn_lock, lock_name
+from memlab.cache._turn_lock import file_turn_lock, lock_name, lock_timeout
 from memlab.cache._sql.statements import KINDS_IN_LOCK_ORDER, PG_SESSION_SETTINGS, SWEEP_LOCK_KEY, TABLES, build_statements
-from memlab.exceptions import CacheConnectionError, ConfigError, SessionLockTimeout, SessionQAEntryValidationError
+from memlab.exceptions import CacheConnectionError, ConfigError, SessionQAEntryValidationError
 from memlab.ttl import LazySlackTTL
 
 logger = logging.getLogger("memlab.cache")
@@ -351,9 +351,7 @@ class SQLCache(CacheBackend):
             try:
                 await held.enter_async_context(runner.advisory_lock(key, timeout=timeout))
             except TimeoutError:
-                raise SessionLockTimeout(
-                    f"session {session_id!r} of user {user_id}: another process held its turn lock for more than {timeout:g} s"
-                ) from None
+                raise lock_timeout(user_id, session_id, timeout) from None
             except Exception as exc:
                 raise CacheConnectionError(f"postgres cache at {self.display_url}: turn lock failed: {type(exc).__name__}: {exc}") from exc
             yield
