@@ -47,6 +47,7 @@ from memlab.bench.quality_eval import (
     check_ks,
     evaluate,
     haystack_turns,
+    metric_names,
     quality_frame,
     summary_rows,
 )
@@ -261,9 +262,7 @@ def format_quality_table(result: dict[str, Any]) -> str:
     rows = result["rows"]
     parts = []
     metric_headers = [f"sR@{k}" for k in ks] + [f"tR@{k}" for k in ks] + [f"hit@{k}" for k in ks] + ["MRR"]
-    metric_keys = (
-        [f"session_recall_at_{k}" for k in ks] + [f"turn_recall_at_{k}" for k in ks] + [f"hit_at_{k}" for k in ks] + ["mrr"]
-    )
+    metric_keys = metric_names(ks)
     overall = [row for row in rows if row["category"] == ALL]
     if overall:
         parts.append(
@@ -280,7 +279,12 @@ def format_quality_table(result: dict[str, Any]) -> str:
                 right=range(1, len(metric_keys) + 9),
             )
         )
-    per_category = sorted((row for row in rows if row["category"] != ALL), key=lambda row: _category_position(rows, row))
+    categories = list(dict.fromkeys(row["category"] for row in rows))
+    retrievers = list(dict.fromkeys(row["retriever"] for row in rows))
+    per_category = sorted(
+        (row for row in rows if row["category"] != ALL),
+        key=lambda row: (categories.index(row["category"]), retrievers.index(row["retriever"])),
+    )
     if per_category:
         parts.append(
             _table.render(
@@ -328,9 +332,3 @@ def format_quality_table(result: dict[str, Any]) -> str:
         "conversation (index build; embeds every turn for vector/hybrid); ingest = writes + first searches, per turn."
     )
     return "\n\n".join(parts)
-
-
-def _category_position(rows: Sequence[dict[str, Any]], row: dict[str, Any]) -> tuple[int, int]:
-    categories = list(dict.fromkeys(item["category"] for item in rows))
-    retrievers = list(dict.fromkeys(item["retriever"] for item in rows))
-    return categories.index(row["category"]), retrievers.index(row["retriever"])

@@ -133,11 +133,6 @@ def _usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _default_threads() -> int:
-    """onnxruntime intra-op threads when ``threads`` is not given: the cores this process may use."""
-    return _usable_cores()
-
-
 def _session_options(onnxruntime: Any, threads: int) -> Any:
     """The ``SessionOptions`` memlab runs MiniLM with (``onnxruntime`` is the imported module).
 
@@ -229,8 +224,8 @@ def _shared_model(model_path: Path, threads: int) -> _Loaded:
 
 
 def _check_threads(threads: int | None) -> int:
-    if threads is None:
-        return _default_threads()
+    if threads is None:  # the cores this process may use
+        return _usable_cores()
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValidationError(f"threads must be a positive int or None, got {threads!r}")
     return threads

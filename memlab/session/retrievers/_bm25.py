@@ -19,7 +19,7 @@ length total; the collection statistics are read when a query runs, so an
 incremental index scores exactly like one built from scratch.
 
 A query is scored with numpy over the query terms' postings (each term's postings
-as arrays, rebuilt only after that term gained turns), with the same float
+as arrays, extended by the turns appended since the last query), with the same float
 operations in the same order as the formula above, term by term: the scores are
 identical to a Python loop over the postings, and so are the ties. Measured on one
 10,000-turn session (``memlab bench quality --scale``): a common word such as
@@ -49,6 +49,21 @@ def bm25_tokens(text: str) -> list[str]:
     return [token for token in lexical_tokens(text) if len(token) >= 2]
 
 
+def _extend(array: Any, items: list[Any]) -> Any:
+    """``array`` (a numpy copy of a prefix of ``items``, or None) extended by the items past it.
+
+    ``items`` only grow between resets (which drop the copy), so a query after an
+    append converts only the appended items, not the whole list again.
+    """
+    import numpy as np
+
+    done = 0 if array is None else len(array)
+    if done == len(items):
+        return array
+    added = np.asarray(items[done:], dtype=np.int64)
+    return added if array is None else np.concatenate([array, added])
+
+
 class BM25Index(SessionIndex):
     """Postings ``term -> [(position, tf)]`` and turn lengths of one session."""
 
@@ -57,8 +72,8 @@ class BM25Index(SessionIndex):
         self._postings: dict[str, list[tuple[int, int]]] = {}
         self._lengths: list[int] = []
         self._total = 0
-        #: numpy copies of the postings (term -> (positions, tfs)) and lengths, valid while their sizes match
-        self._arrays: dict[str, tuple[Any, Any]] = {}
+        #: numpy copies of the postings (term -> int64 rows ``(position, tf)``) and lengths, extended on the next query after an append
+        self._arrays: dict[str, Any] = {}
         self._length_array: Any = None
 
     def _clear(self) -> None:
@@ -82,19 +97,15 @@ class BM25Index(SessionIndex):
 
         total = len(self._lengths)
         average = self._total / total if total and self._total else 1.0
-        if self._length_array is None or len(self._length_array) != total:
-            self._length_array = np.asarray(self._lengths, dtype=np.float64)
+        self._length_array = _extend(self._length_array, self._lengths)
         scores = np.zeros(total, dtype=np.float64)
         touched = np.zeros(total, dtype=bool)
         for term in dict.fromkeys(bm25_tokens(query)):
             postings = self._postings.get(term)
             if not postings:
                 continue
-            arrays = self._arrays.get(term)
-            if arrays is None or len(arrays[0]) != len(postings):
-                pairs = np.asarray(postings, dtype=np.int64)
-                arrays = self._arrays[term] = (pairs[:, 0], pairs[:, 1].astype(np.float64))
-            positions, tf = arrays
+            pairs = self._arrays[term] = _extend(self._arrays.get(term), postings)
+            positions, tf = pairs[:, 0], pairs[:, 1]
             df = len(postings)
             idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
             # the formula of the module docstring, evaluated in the same order as in Python floats
