@@ -393,6 +393,7 @@ class MemoryStack:
         *,
         session_id: str | None = None,
         datasets: list[str] | None = None,
+        dataset_ids: list[Any] | None = None,
         top_k: int = 15,
         user: Any = None,
         only_context: bool = False,
@@ -403,14 +404,16 @@ class MemoryStack:
         A completion type reads the session's last 10 turns into the prompt,
         answers, and stores the turn with ``used_graph_element_ids`` (the node and
         edge ids the answer's context held). An omitted ``session_id`` is the
-        dataset-scoped default session (of the first of ``datasets``, else of
-        ``main_dataset``). Retrieval-only types (and ``only_context=True``) return
-        the ranked items and neither read nor write the session.
+        dataset-scoped default session (of the first dataset named by ``datasets``
+        then ``dataset_ids``, else of ``main_dataset``). ``datasets`` are names,
+        ``dataset_ids`` ids (UUIDs or their strings: how an agent user names a dataset
+        its parent shared); each needs ``read``. Retrieval-only types (and
+        ``only_context=True``) return the ranked items and neither read nor write the session.
         """
         self._require_open()
         return await self._flows.search(
-            query_text, query_type, session_id=session_id, datasets=datasets, top_k=top_k, user=user, only_context=only_context,
-            distinct=distinct,
+            query_text, query_type, session_id=session_id, datasets=datasets, dataset_ids=dataset_ids, top_k=top_k, user=user,
+            only_context=only_context, distinct=distinct,
         )
 
     async def prune(self, *, cache: bool = True) -> None:

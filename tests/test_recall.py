@@ -262,3 +262,26 @@ async def test_unfillable_response_model_raises_with_the_raw_text(filled):
         await filled.recall("Who discovered Polonium?", query_type="GRAPH_COMPLETION", response_model=Impossible)
     assert isinstance(failure.value, ValidationError) and failure.value.raw_text
     assert (await filled.recall("Who discovered Polonium?", query_type="CHUNKS"))  # the stack still works
+
+
+async def test_an_agent_user_searches_its_parents_dataset_by_id(filled):
+    parent = await filled.users.default()
+    agent = await filled.users.create("agent", parent_user_id=parent.id)
+    main = await filled.datasets.get("main_dataset")
+    await filled.datasets.grant(main, agent, "read")
+    with pytest.raises(ValidationError):  # names resolve among the agent's own datasets
+        await filled.search("Who discovered Polonium?", datasets=["main_dataset"], user=agent)
+    for given in (main.id, str(main.id)):
+        [answer] = await filled.search("Who discovered Polonium?", dataset_ids=[given], user=agent)
+        assert "Marie Curie" in answer.text
+        assert answer.raw["session_id"] == f"default_session_{main.id}"  # the default session of the dataset named by id
+    results = await filled.search("Polonium", SearchType.CHUNKS, dataset_ids=[str(main.id)], user=agent)
+    assert results and results[0].text == CURIE
+
+
+@pytest.mark.parametrize("call", ["search", "recall"])
+@pytest.mark.parametrize("bad", ["main_dataset", 42, "not-a-uuid"])
+async def test_dataset_ids_that_are_not_ids_are_refused_before_any_read(filled, call, bad):
+    with pytest.raises(ValidationError, match="dataset_ids must be UUIDs") as caught:
+        await getattr(filled, call)("Who discovered Polonium?", dataset_ids=[bad])
+    assert repr(bad) in str(caught.value)

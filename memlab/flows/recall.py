@@ -41,6 +41,7 @@ batch): each runs as a sequential turn, in order, and the results are concatenat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
@@ -107,6 +108,22 @@ def _check_names(name: str, values: Any) -> list[Any] | None:
         if isinstance(value, str):
             check_text(f"{name} item", value)
     return list(values)
+
+
+def _check_dataset_ids(values: Any) -> list[uuid.UUID] | None:
+    """``dataset_ids`` as UUIDs: each a UUID or the string of one (names go in ``datasets``); ``ValidationError`` otherwise."""
+    checked = _check_names("dataset_ids", values)
+    if checked is None:
+        return None
+    ids: list[uuid.UUID] = []
+    for value in checked:
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                value = uuid.UUID(value)
+        if not isinstance(value, uuid.UUID):
+            raise ValidationError(f"dataset_ids must be UUIDs (or their strings), got {value!r}; pass names as datasets")
+        ids.append(value)
+    return ids
 
 
 def _check_session_id(session_id: Any) -> None:
@@ -213,7 +230,7 @@ class RecallFlows:
         search_type = parse_search_type(query_type) if query_type is not None else None
         sources_asked = normalize_scope(scope)
         datasets = _check_names("datasets", datasets)
-        dataset_ids = _check_names("dataset_ids", dataset_ids)
+        dataset_ids = _check_dataset_ids(dataset_ids)
         response_model = _check_response_model(response_model)
         if response_model is not None and only_context:
             raise ValidationError("response_model needs an answer; it cannot be combined with only_context=True")
@@ -251,7 +268,7 @@ class RecallFlows:
             found_skills = await skills if skills is not None else []
         return results + found_skills
 
-    async def _targets(self, acting: Any, datasets: list[Any] | None, dataset_ids: list[Any] | None) -> list[Dataset]:
+    async def _targets(self, acting: Any, datasets: list[Any] | None, dataset_ids: list[uuid.UUID] | None) -> list[Dataset]:
         """The datasets to search, each readable by ``acting`` (PermissionDeniedError otherwise)."""
         if datasets is None and dataset_ids is None:
             return await self.datasets.list(acting, "read")
@@ -262,8 +279,6 @@ class RecallFlows:
             dataset = await self.datasets.resolve(name, acting, "read")
             found.setdefault(dataset.id, dataset)
         for dataset_id in dataset_ids or []:
-            if not isinstance(dataset_id, (uuid.UUID, str)):
-                raise ValidationError(f"dataset_ids must be UUIDs, got {dataset_id!r}")
             dataset = await self.datasets.resolve(dataset_id, acting, "read")
             found.setdefault(dataset.id, dataset)
         return list(found.values())
@@ -411,6 +426,7 @@ class RecallFlows:
         *,
         session_id: str | None,
         datasets: Any,
+        dataset_ids: Any = None,
         top_k: Any,
         user: Any,
         only_context: bool,
@@ -423,11 +439,12 @@ class RecallFlows:
         distinct = check_distinct(distinct)
         search_type = parse_search_type(query_type)
         datasets = _check_names("datasets", datasets)
+        dataset_ids = _check_dataset_ids(dataset_ids)
         queries = [query for query in queries if query.strip()]
         if not queries:
             return []
         acting = await self.users.resolve(user)
-        targets = await self._targets(acting, datasets, None)
+        targets = await self._targets(acting, datasets, dataset_ids)
         retriever = self.retrievers.get(search_type)
         scope = self._scope(targets, top_k, distinct)
         results: list[RecallResponse] = []
@@ -435,7 +452,8 @@ class RecallFlows:
             for query in queries:
                 results.extend(item_response(item, search_type) for item in await retriever.get_context(query, scope))
             return results
-        session = await self._session_id(acting, session_id, targets[0] if datasets and targets else None)
+        named = datasets is not None or dataset_ids is not None
+        session = await self._session_id(acting, session_id, targets[0] if named and targets else None)
         for query in queries:  # a batch runs its queries as sequential turns, in order
             turn = await self.turns.run(query, search_type, retriever, scope, user_id=str(acting.id), session_id=session, batch=batch)
             results.append(turn_response(turn, search_type, session))
