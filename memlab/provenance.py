@@ -17,7 +17,20 @@ Every deletion of permanent memory (``forget()``, ``datasets.delete_data()``,
   counted (it never rises).
 * **Best effort**: a cache or metadata error never fails the delete; it is logged
   and listed in ``receipt.failures``; the other sessions are still cleaned.
-* **Dry run**: the same reads and the same receipt, no write.
+* **Dry run**: the same reads and the same receipt, no write (and no lock taken).
+* **Deletes racing turns**: the cleaner cleans each session while holding its turn
+  lock (:meth:`~memlab.session.SessionManager.turn_lock`, the lock a ``search()`` or
+  session ``recall()`` turn holds from reading the history to storing itself, in this
+  process and across processes). A turn is recorded in ``session_records`` before it
+  reads permanent memory, and the graph delete completes before the cleaner lists the
+  sessions; so a turn that may have read a removed element is either still running in
+  a listed session (the cleaner waits for it to be stored, then cleans it: it is in
+  the receipt like any other) or started after the delete (it cites nothing removed).
+  Once ``forget()`` and every turn that was running have returned, no stored turn
+  cites a removed id. A turn that holds its lock longer than the lock timeout is the
+  one exception: the session is cleaned without the lock and the receipt lists a
+  ``turn_lock`` failure for it (that turn may store citing removed ids after the
+  receipt was made).
 
 Rows of other kinds (watermarks, agent traces) are never followed; a row with no
 explicit ``kind`` is ignored, as in cognee. The ``tapes`` mirror never sees
@@ -26,13 +39,15 @@ deletes (it is append-only by design).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memlab.cache import CacheBackend
+from memlab.exceptions import SessionLockTimeout
 from memlab.models import CleanupFailure, CleanupReceipt, SessionCleanup, SessionQAEntry
 from memlab.relational import RelationalStore
 
@@ -119,13 +134,22 @@ class SessionCleaner:
 
     ``cache`` is the stack's backend (None: caching off, nothing to clean);
     ``records`` the metadata store holding ``session_records``; ``default_session_id``
-    the prefix of dataset-scoped default sessions.
+    the prefix of dataset-scoped default sessions; ``turn_lock(user_id, session_id)``
+    the sessions' turn lock (the session manager's), held while a session is cleaned.
     """
 
-    def __init__(self, cache: CacheBackend | None, records: RelationalStore, *, default_session_id: str) -> None:
+    def __init__(
+        self,
+        cache: CacheBackend | None,
+        records: RelationalStore,
+        *,
+        default_session_id: str,
+        turn_lock: Callable[[str, str], contextlib.AbstractAsyncContextManager[None]],
+    ) -> None:
         self.cache = cache
         self.records = records
         self.default_session_id = default_session_id
+        self.turn_lock = turn_lock
 
     async def after_forget(self, event: ForgetEvent) -> CleanupReceipt:
         """Clean the sessions ``event`` reaches; never raises (failures go to the receipt)."""
@@ -160,57 +184,80 @@ class SessionCleaner:
         await cache.open()
         return cache
 
+    @contextlib.asynccontextmanager
+    async def _holding(self, receipt: CleanupReceipt, user_id: str, session_id: str, dry_run: bool) -> AsyncIterator[None]:
+        """The session's turn lock around its cleaning (not for a dry run); a timeout is listed, and the session cleaned anyway."""
+        if dry_run:
+            yield
+            return
+        async with contextlib.AsyncExitStack() as held:
+            try:
+                await held.enter_async_context(self.turn_lock(user_id, session_id))
+            except SessionLockTimeout as exc:  # a turn still runs: clean what is stored, and say so
+                self._failed(receipt, user_id, session_id, "turn_lock", exc)
+            yield
+
     async def _delete_whole(self, pairs: list[tuple[str, str]], dry_run: bool) -> CleanupReceipt:
         receipt = CleanupReceipt(sessions_considered=len(pairs))
         for user_id, session_id in pairs:
-            operation = "read_session"
-            try:
-                cache = await self._ready()
-                turns = await cache.get_all_qa_entries(user_id, session_id)
-                rows = await cache.get_session_context_entries(user_id, session_id)
-                if not turns and not rows:
-                    continue
-                if not dry_run:
-                    operation = "delete_session"
-                    await cache.delete_session(user_id, session_id)
-            except Exception as exc:  # best effort: any failure is reported, never raised
-                self._failed(receipt, user_id, session_id, operation, exc)
-                continue
-            receipt.sessions.append(
-                SessionCleanup(
-                    user_id=user_id,
-                    session_id=session_id,
-                    qa_ids=[turn.qa_id for turn in turns if turn.qa_id],
-                    context_ids=[str(row["id"]) for row in rows if _listed(row)],
-                    whole_session=True,
-                )
-            )
+            async with self._holding(receipt, user_id, session_id, dry_run):
+                await self._delete_one_whole(receipt, user_id, session_id, dry_run)
         return receipt
+
+    async def _delete_one_whole(self, receipt: CleanupReceipt, user_id: str, session_id: str, dry_run: bool) -> None:
+        operation = "read_session"
+        try:
+            cache = await self._ready()
+            turns = await cache.get_all_qa_entries(user_id, session_id)
+            rows = await cache.get_session_context_entries(user_id, session_id)
+            if not turns and not rows:
+                return
+            if not dry_run:
+                operation = "delete_session"
+                await cache.delete_session(user_id, session_id)
+        except Exception as exc:  # best effort: any failure is reported, never raised
+            self._failed(receipt, user_id, session_id, operation, exc)
+            return
+        receipt.sessions.append(
+            SessionCleanup(
+                user_id=user_id,
+                session_id=session_id,
+                qa_ids=[turn.qa_id for turn in turns if turn.qa_id],
+                context_ids=[str(row["id"]) for row in rows if _listed(row)],
+                whole_session=True,
+            )
+        )
 
     async def _delete_contaminated(
         self, pairs: list[tuple[str, str]], node_ids: frozenset[str], edge_ids: frozenset[str], dry_run: bool
     ) -> CleanupReceipt:
         receipt = CleanupReceipt(sessions_considered=len(pairs))
         for user_id, session_id in pairs:
-            try:
-                cache = await self._ready()
-                turns = await cache.get_all_qa_entries(user_id, session_id)
-                rows = await cache.get_session_context_entries(user_id, session_id) if turns else []
-            except Exception as exc:  # best effort: any failure is reported, never raised
-                self._failed(receipt, user_id, session_id, "read_session", exc)
-                continue
-            qa_ids, context_ids = contaminated(turns, rows, node_ids, edge_ids)
-            if not qa_ids and not context_ids:
-                continue
-            if dry_run:
-                receipt.sessions.append(SessionCleanup(user_id=user_id, session_id=session_id, qa_ids=qa_ids, context_ids=context_ids))
-                continue
-            removed = await self._remove(receipt, cache, user_id, session_id, qa_ids, context_ids)
-            if removed.qa_ids or removed.context_ids:
-                receipt.sessions.append(removed)
-            if removed.qa_ids:
-                await self._lower_watermarks(receipt, cache, user_id, session_id, turns, rows, set(removed.qa_ids))
+            async with self._holding(receipt, user_id, session_id, dry_run):
+                await self._clean_one(receipt, user_id, session_id, node_ids, edge_ids, dry_run)
         return receipt
+
+    async def _clean_one(
+        self, receipt: CleanupReceipt, user_id: str, session_id: str, node_ids: frozenset[str], edge_ids: frozenset[str], dry_run: bool
+    ) -> None:
+        try:
+            cache = await self._ready()
+            turns = await cache.get_all_qa_entries(user_id, session_id)
+            rows = await cache.get_session_context_entries(user_id, session_id) if turns else []
+        except Exception as exc:  # best effort: any failure is reported, never raised
+            self._failed(receipt, user_id, session_id, "read_session", exc)
+            return
+        qa_ids, context_ids = contaminated(turns, rows, node_ids, edge_ids)
+        if not qa_ids and not context_ids:
+            return
+        if dry_run:
+            receipt.sessions.append(SessionCleanup(user_id=user_id, session_id=session_id, qa_ids=qa_ids, context_ids=context_ids))
+            return
+        removed = await self._remove(receipt, cache, user_id, session_id, qa_ids, context_ids)
+        if removed.qa_ids or removed.context_ids:
+            receipt.sessions.append(removed)
+        if removed.qa_ids:
+            await self._lower_watermarks(receipt, cache, user_id, session_id, turns, rows, set(removed.qa_ids))
 
     async def _remove(
         self, receipt: CleanupReceipt, cache: CacheBackend, user_id: str, session_id: str, qa_ids: list[str], context_ids: list[str]

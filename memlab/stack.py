@@ -88,7 +88,9 @@ class MemoryStack:
         self.analysis = build_analysis_mode(config)
         self.merge = build_merge_policy(config)
         self.retrievers = Retrievers()
-        self._cleaner = SessionCleaner(self.cache, self._relational, default_session_id=config.session.default_session_id)
+        self._cleaner = SessionCleaner(
+            self.cache, self._relational, default_session_id=config.session.default_session_id, turn_lock=self.session_manager.turn_lock
+        )
         self._forgetting = ForgetFlow(
             users=self.users, datasets=self.datasets, store=self._relational, memory=self._memory, cleaner=self._cleaner
         )

@@ -79,6 +79,7 @@ async def _bench_backend(name: str, spec: CleanupBenchSpec, root: Path, progress
     from memlab.config import build_cache_backend
     from memlab.provenance import ForgetEvent, SessionCleaner
     from memlab.relational import RelationalStore
+    from memlab.session import SessionManager
 
     cache = build_cache_backend(bench_config(name, root / name), SystemClock())
     if cache is None:
@@ -90,7 +91,7 @@ async def _bench_backend(name: str, spec: CleanupBenchSpec, root: Path, progress
     await cache.open()
     await records.open()
     try:
-        cleaner = SessionCleaner(cache, records, default_session_id="default_session")
+        cleaner = SessionCleaner(cache, records, default_session_id="default_session", turn_lock=SessionManager(cache).turn_lock)
         for repeat in range(spec.repeats):
             for op in times:
                 session, bad = await _session(cache, records, user, spec)

@@ -44,7 +44,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -253,14 +253,15 @@ class RecallFlows:
                     if short_circuit and hits:
                         break
                 elif source == "graph":
-                    with metering() as meter:
-                        found = await self._graph(
-                            query, search_type, targets, scope, auto_route=auto_route, only_context=only_context,
-                            response_model=response_model, sole=sources == ["graph"],
-                        )
-                    await self._record_usage(acting, session_id, targets, meter.calls)
-                    if session_id is not None:
-                        await self._store_answers(acting, query, session_id, targets, found)
+                    async with self._storing(acting, session_id, targets):
+                        with metering() as meter:
+                            found = await self._graph(
+                                query, search_type, targets, scope, auto_route=auto_route, only_context=only_context,
+                                response_model=response_model, sole=sources == ["graph"],
+                            )
+                        await self._record_usage(acting, session_id, targets, meter.calls)
+                        if session_id is not None:
+                            await self._store_answers(acting, query, session_id, targets, found)
                     results.extend(found)
                 elif source == "session_context":
                     results.extend(await self._session_context(acting, query, session_id))
@@ -316,6 +317,21 @@ class RecallFlows:
         chosen = set(served.ids)
         return [SessionContextRecallResponse(session_id=session, content=served.block, entries=[e for e in entries if e.id in chosen])]
 
+    @contextlib.asynccontextmanager
+    async def _storing(self, acting: Any, session_id: str | None, targets: list[Dataset]) -> AsyncIterator[None]:
+        """Around a graph lane whose answers are stored in ``session_id``: the session's turn lock, its activity recorded first.
+
+        As for a ``search()`` turn (see :mod:`memlab.provenance`): a delete racing the
+        recall waits for the answer to be stored, then cleans it. No session: nothing.
+        """
+        if session_id is None:
+            yield
+            return
+        session = self.sessions.resolve_session_id(session_id)
+        async with self.sessions.turn_lock(acting.id, session):
+            await self.sessions.record_activity(acting.id, session, targets[0].id if len(targets) == 1 else None)
+            yield
+
     async def _store_answers(self, acting: Any, query: str, session_id: str, targets: list[Dataset], found: list[RecallResponse]) -> None:
         """Store each graph answer as a turn of the session, with the graph elements it used (SPEC §9)."""
         session = self.sessions.resolve_session_id(session_id)
@@ -331,6 +347,7 @@ class RecallFlows:
                 dataset_id=targets[0].id if len(targets) == 1 else None,
                 used_graph_element_ids={"node_ids": list(item.raw.get("used_node_ids", [])), "edge_ids": list(item.raw.get("used_edge_ids", []))},
                 memify_metadata={"turn_source": "recall", "turn_search_type": item.search_type},
+                record_activity=False,  # recorded by _storing, before the graph was read
             )
             item.raw.update({"session_id": session, "qa_id": qa_id})
 

@@ -2,8 +2,10 @@
 
 :class:`TurnRunner` is built from its collaborators (session manager, analysis
 mode, merge policy, LLM client), picks the mode (:meth:`TurnRunner.choose`),
-takes the per-(user, session) turn lock (an ``asyncio.Lock`` per event loop, so
-turns sent to one session at once are stored one after the other, none lost) and
+takes the session's turn lock (:meth:`~memlab.session.SessionManager.turn_lock`: in
+this process and across processes, so turns sent to one session at once are stored
+one after the other, none lost), records the session's activity before anything is
+retrieved (so a delete racing the turn finds the session: :mod:`memlab.provenance`) and
 runs the mode over a :class:`SessionTurn`, the :class:`~memlab.analysis.TurnPort`
 of one turn.
 
@@ -46,7 +48,6 @@ import dataclasses
 import json
 import logging
 import time
-import weakref
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -311,6 +312,7 @@ class SessionTurn(TurnPort):
             memify_metadata=turn_metadata(self.record),
             session_id=self.session_id,
             dataset_id=_single_dataset(self.scope),
+            record_activity=False,
         )
         self.record["guidance_ids"] = ids
         return TurnResult(completion.text, completion, qa_id, self.record)
@@ -324,6 +326,7 @@ class SessionTurn(TurnPort):
             memify_metadata=turn_metadata(self.record),
             session_id=self.session_id,
             dataset_id=_single_dataset(self.scope),
+            record_activity=False,
         )
         self.record["guidance_ids"] = []
         return TurnResult(text, None, qa_id, self.record)
@@ -341,15 +344,6 @@ class TurnRunner:
         self.llm = llm
         #: records each turn's LLM and embedding calls as the session's usage (None: not recorded)
         self.usage = usage
-        self._locks: weakref.WeakValueDictionary[tuple[int, str, str], asyncio.Lock] = weakref.WeakValueDictionary()
-
-    def lock(self, user_id: str, session_id: str) -> asyncio.Lock:
-        """The turn lock of (user, session) on the running event loop."""
-        key = (id(asyncio.get_running_loop()), user_id, session_id)
-        found = self._locks.get(key)
-        if found is None:
-            found = self._locks[key] = asyncio.Lock()
-        return found
 
     def choose(self, search_type: SearchType, retriever: Any, *, batch: bool) -> tuple[AnalysisMode, str | None]:
         """The mode a turn runs and why it fell back (None when it did not)."""
@@ -375,7 +369,8 @@ class TurnRunner:
         """Run one turn of ``query`` in the session, under its turn lock."""
         mode, reason = self.choose(search_type, retriever, batch=batch)
         metered = self.usage.metered(user_id, session_id, _single_dataset(scope)) if self.usage is not None else contextlib.nullcontext()
-        async with self.lock(user_id, session_id), self.manager.turn_lock(user_id, session_id), metered:
+        async with self.manager.turn_lock(user_id, session_id), metered:
+            await self.manager.record_activity(user_id, session_id, _single_dataset(scope))  # before retrieval: see memlab.provenance
             port = SessionTurn(
                 self,
                 query,

@@ -14,9 +14,11 @@ logged (once per manager) and never fails the write.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import uuid
+import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar, overload
@@ -95,6 +97,7 @@ class SessionManager:
         self.dataset_id = _check_dataset_id(dataset_id)
         self._indexes: OrderedDict[tuple[str, str], SessionIndex] = OrderedDict()
         self._index_capacity = index_capacity
+        self._turn_locks: weakref.WeakValueDictionary[tuple[int, str, str], asyncio.Lock] = weakref.WeakValueDictionary()
 
     @property
     def available(self) -> bool:
@@ -137,28 +140,50 @@ class SessionManager:
                 self._activity_warned = True
                 logger.warning("session activity of %r could not be recorded (further failures are not logged): %s: %s", session, type(exc).__name__, exc)
 
+    def _local_lock(self, user: str, session: str) -> asyncio.Lock:
+        """The in-process turn lock of (user, session) on the running event loop."""
+        key = (id(asyncio.get_running_loop()), user, session)
+        found = self._turn_locks.get(key)
+        if found is None:
+            found = self._turn_locks[key] = asyncio.Lock()
+        return found
+
     @contextlib.asynccontextmanager
     async def turn_lock(self, user_id: Any, session_id: str, *, timeout: float = TURN_LOCK_TIMEOUT_SECONDS) -> AsyncIterator[None]:
-        """Hold the session's cross-process turn lock (the cache backend's :meth:`~memlab.cache.CacheBackend.turn_lock`).
+        """Hold the session's turn lock: in this process, then across processes.
 
-        Another process's turn on the session waits for it (at most ``timeout`` s, then
-        :class:`~memlab.exceptions.SessionLockTimeout`). Caching off: no lock. A cache
-        that cannot be reached fails open: the turn runs unlocked (its writes fail open
-        too) and a warning is logged.
+        In this process an ``asyncio.Lock`` per (event loop, user, session) (so turns
+        sent to one session at once run one after the other, none lost); across
+        processes the cache backend's :meth:`~memlab.cache.CacheBackend.turn_lock`:
+        another process's holder makes this wait at most ``timeout`` s, then
+        :class:`~memlab.exceptions.SessionLockTimeout`. A turn holds it from reading the
+        history to storing itself; the delete cleaner (:mod:`memlab.provenance`) holds it
+        while it cleans the session. Caching off: the in-process lock only. A cache that
+        cannot be reached fails open: the holder runs unlocked across processes (its
+        writes fail open too) and a warning is logged.
         """
         user, session = self._ids(user_id, session_id)
-        if self.cache is None:
+        async with self._local_lock(user, session), contextlib.AsyncExitStack() as held:
+            if self.cache is not None:
+                try:
+                    await self.cache.open()
+                    await held.enter_async_context(self.cache.turn_lock(user, session, timeout=timeout))
+                except SessionLockTimeout:
+                    raise
+                except BackendError as exc:
+                    logger.warning("session turn lock of %r failed open (the turn runs unlocked): %s", session, exc)
             yield
-            return
-        async with contextlib.AsyncExitStack() as held:
-            try:
-                await self.cache.open()
-                await held.enter_async_context(self.cache.turn_lock(user, session, timeout=timeout))
-            except SessionLockTimeout:
-                raise
-            except BackendError as exc:
-                logger.warning("session turn lock of %r failed open (the turn runs unlocked): %s", session, exc)
-            yield
+
+    async def record_activity(self, user_id: Any, session_id: str | None, dataset_id: uuid.UUID | None = None) -> None:
+        """Report activity of (user, session) to the activity recorder now (a turn does it before it retrieves).
+
+        A delete lists the sessions to clean from these records, so a turn's session is
+        recorded before the turn reads permanent memory (see :mod:`memlab.provenance`).
+        A recorder failure is logged, never raised.
+        """
+        user, session = self._ids(user_id, session_id, dataset_id)
+        if self.cache is not None:
+            await self._record(user, session, _check_dataset_id(dataset_id) or self.dataset_id)
 
     def _require_open(self) -> None:
         """``StackStateError`` when this manager belongs to a stack that is not open."""
@@ -179,12 +204,15 @@ class SessionManager:
         used_graph_element_ids: dict[str, list[str]] | None = None,
         used_session_context_ids: list[str] | None = None,
         memify_metadata: dict[str, Any] | None = None,
+        record_activity: bool = True,
     ) -> str | None:
         """Store one turn; returns its ``qa_id`` (None when the cache is unavailable).
 
         ``dataset_id`` names the dataset the turn answered from (it also resolves an
         omitted ``session_id`` to that dataset's default session); it is recorded as
-        the session's dataset when the session has none yet.
+        the session's dataset when the session has none yet. ``record_activity=False``:
+        the caller already called :meth:`record_activity` for this turn (a search turn
+        does, before it retrieves).
         """
         user, session = self._ids(user_id, session_id, dataset_id)
         for name, value in (("question", question), ("answer", answer), ("context", context)):
@@ -204,7 +232,7 @@ class SessionManager:
             return entry.qa_id  # the cache always assigns one
 
         qa_id = await self._fail_open("add_qa", None, write)
-        if qa_id is not None:
+        if qa_id is not None and record_activity:
             await self._record(user, session, _check_dataset_id(dataset_id) or self.dataset_id)
         return qa_id
 

@@ -30,6 +30,7 @@ from memlab._clock import SystemClock
 from memlab.models import SessionContextEntry, SessionFeedbackEntry
 from memlab.provenance import PERSIST_WATERMARK_KIND, ForgetEvent, SessionCleaner
 from memlab.relational import RelationalStore
+from memlab.session import SessionManager
 from memlab.testing import supply_backend
 
 BACKENDS = ["memory", "sqlite", "fs", "fakeredis", "redis", "postgres"]
@@ -128,7 +129,7 @@ def test_cleanup_is_sound_minimal_and_dry_runs_match(backend, tmp_path):
     try:
         cache = runner.run(supply.__aenter__())
         runner.run(records.open())
-        cleaner = SessionCleaner(cache, records, default_session_id="default_session")
+        cleaner = SessionCleaner(cache, records, default_session_id="default_session", turn_lock=SessionManager(cache).turn_lock)
 
         @settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
         @given(
