@@ -322,6 +322,19 @@ def _pg_transaction(_sync_conn: Any, lease: _Lease, statements: CompiledStatemen
 
 #: idle advisory-lock connections a :class:`PostgresRunner` keeps for the next turn lock
 LOCK_CONNECTIONS_KEPT = 4
+#: how long the holder of an advisory lock has held it (s): its session went idle when its lock statement ended
+_ADVISORY_HOLDER = (
+    "SELECT EXTRACT(EPOCH FROM clock_timestamp() - a.state_change)::float8 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $1::oid AND l.objid = $2::oid AND l.objsubid = 1 LIMIT 1"
+)
+
+
+class AdvisoryLockTimeout(TimeoutError):
+    """:meth:`PostgresRunner.advisory_lock` waited its whole timeout; ``held_for``: how long the holder has held it (s), if seen."""
+
+    def __init__(self, message: str, held_for: float | None) -> None:
+        super().__init__(message)
+        self.held_for = held_for
 
 
 class PostgresRunner:
@@ -486,28 +499,34 @@ class PostgresRunner:
 
     @contextlib.asynccontextmanager
     async def advisory_lock(self, key: int, *, timeout: float) -> AsyncIterator[None]:
-        """Hold the session-level advisory lock ``key`` on a connection of its own (not the pool's); ``TimeoutError`` after ``timeout`` s.
+        """Hold the session-level advisory lock ``key`` on a connection of its own (not the pool's); :class:`AdvisoryLockTimeout` after ``timeout`` s.
 
-        The lock is taken with ``pg_try_advisory_lock`` polled with backoff, so a
-        waiting caller holds no server-side wait; it is released with
-        ``pg_advisory_unlock``, and with the connection if that dies first. A
-        connection whose unlock went through is kept for the next lock (at most
-        :data:`LOCK_CONNECTIONS_KEPT` idle: a connect per turn costs ~5.6 ms on loopback,
-        a lock and unlock on an open connection ~0.15 ms); any error closes it instead.
+        The lock is taken with the blocking ``pg_advisory_lock`` under ``SET
+        lock_timeout`` (one round trip), so the server's lock manager queues the
+        waiters and grants the lock in the order they asked for it (a releasing
+        process asking again queues behind them); a wait that times out ends the
+        statement's implicit transaction and leaves the connection reusable. The lock
+        is released with ``pg_advisory_unlock``, and with the connection if that dies
+        first. A connection whose unlock (or timed-out wait) went through is kept for
+        the next lock (at most :data:`LOCK_CONNECTIONS_KEPT` idle: a connect per turn
+        costs ~5.6 ms on loopback, a lock and unlock on an open connection ~0.15 ms);
+        any other error closes it instead.
         """
+        import asyncpg
+
         if self._engine is None:
             raise RuntimeError(f"PostgreSQL store {self.display_url} is not open")
         deadline = time.monotonic() + timeout
         conn = await self._lock_connection(timeout)
         clean = False
         try:
-            pause = 0.005
-            while not await conn.fetchval("SELECT pg_try_advisory_lock($1::bigint)", key):
-                if time.monotonic() >= deadline:
-                    clean = True  # it holds no lock
-                    raise TimeoutError(f"advisory lock {key} still held after {timeout:g} s")
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 0.08)
+            wait_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            try:  # the key is an int: formatted, so both statements go in one simple query
+                await conn.execute(f"SET lock_timeout = {wait_ms}; SELECT pg_advisory_lock({int(key)}::bigint)", timeout=wait_ms / 1000 + 30)
+            except asyncpg.exceptions.LockNotAvailableError:
+                held_for = await conn.fetchval(_ADVISORY_HOLDER, (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)
+                clean = True  # it holds no lock
+                raise AdvisoryLockTimeout(f"advisory lock {key} still held after {timeout:g} s", held_for) from None
             try:
                 yield
             finally:

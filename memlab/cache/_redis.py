@@ -77,6 +77,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 import ssl as _ssl
 from collections.abc import AsyncIterator, Hashable
 from datetime import datetime, timedelta, timezone
@@ -97,7 +98,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from memlab.cache._base import CacheBackend, PayloadChange
 from memlab.cache._redis_lua import PRELUDE, SCRIPTS
-from memlab.cache._turn_lock import poll_lock
+from memlab.cache._turn_lock import lock_timeout
 from memlab.exceptions import (
     CacheConnectionError,
     ConfigError,
@@ -117,12 +118,67 @@ QA_INDEX_PREFIX = "memlab_qa_index:"
 META_PREFIX = "memlab_meta:"
 #: every prefix memlab writes; prune() deletes exactly these
 PREFIXES = (QA_PREFIX, CONTEXT_PREFIX, CONTEXT_ORDER_PREFIX, QA_INDEX_PREFIX, META_PREFIX)
-#: the key of a session's cross-process turn lock (expires by itself: not pruned)
+#: the key of a session's cross-process turn lock: the holder's token (expires by itself: not pruned)
 TURN_LOCK_PREFIX = "memlab_turn_lock:"
-#: a turn lock's lifetime (ms): a crashed holder blocks its session at most this long
-TURN_LOCK_TTL_MS = 300_000
-#: delete a turn lock only while it holds the caller's token
-_UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+#: the session's queue of waiting turns (a ZSET token -> ticket), their heartbeats (token -> deadline ms) and
+#: counters (a HASH: tickets issued, locks granted, when the last grant was): these expire by themselves too
+TURN_QUEUE_PREFIX = "memlab_turn_queue:"
+TURN_ALIVE_PREFIX = "memlab_turn_alive:"
+TURN_COUNT_PREFIX = "memlab_turn_count:"
+#: a turn lock's lifetime (ms): the holder's heartbeat extends it every quarter of it, so a live turn keeps the
+#: lock as long as it runs and a crashed holder blocks its session at most this long
+TURN_LOCK_TTL_MS = 10_000
+#: a waiting turn that stopped polling for this long (ms) leaves the queue (it rejoins at its old place if alive)
+TURN_WAITER_TTL_MS = 2_000
+#: how often the turn at the head of the queue polls (seconds); the ones behind it back off to 8x
+TURN_POLL_SECONDS = 0.002
+#: join the queue (ARGV[4] the caller's ticket, 0 for a new one), drop dead waiters, and take the lock if it is free
+#: and the caller heads the queue. Returns {got it, ticket, locks granted so far, turns ahead, holder's hold (ms) or -1}
+_TURN_ACQUIRE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local token, life, wttl, ticket = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if ticket == 0 then ticket = redis.call('HINCRBY', KEYS[4], 'next', 1) end
+redis.call('ZADD', KEYS[2], ticket, token)
+redis.call('ZADD', KEYS[3], now + wttl, token)
+for _, dead in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)) do
+  redis.call('ZREM', KEYS[2], dead)
+  redis.call('ZREM', KEYS[3], dead)
+end
+local keep = 2 * math.max(life, wttl)
+redis.call('PEXPIRE', KEYS[2], keep)
+redis.call('PEXPIRE', KEYS[3], keep)
+local granted = tonumber(redis.call('HGET', KEYS[4], 'granted') or '0')
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == token then
+    redis.call('SET', KEYS[1], token, 'PX', life)
+    redis.call('ZREM', KEYS[2], token)
+    redis.call('ZREM', KEYS[3], token)
+    redis.call('HSET', KEYS[4], 'granted', granted + 1, 'since', now)
+    redis.call('PEXPIRE', KEYS[4], keep)
+    return {1, ticket, granted + 1, 0, 0}
+  end
+  redis.call('PEXPIRE', KEYS[4], keep)
+  return {0, ticket, granted, redis.call('ZRANK', KEYS[2], token), -1}
+end
+redis.call('PEXPIRE', KEYS[4], keep)
+local since = redis.call('HGET', KEYS[4], 'since')
+return {0, ticket, granted, redis.call('ZRANK', KEYS[2], token), since and (now - tonumber(since)) or -1}
+"""
+#: the holder's heartbeat: extend the lock while it holds the caller's token (1), else 0 (it was lost)
+_TURN_EXTEND = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], 2 * tonumber(ARGV[2]))
+return 1
+"""
+#: leave the queue, and delete the lock only while it holds the caller's token
+_TURN_RELEASE = """
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
 
 CONNECT_TIMEOUT_SECONDS = 2.0
 SOCKET_TIMEOUT_SECONDS = 5.0
@@ -316,8 +372,10 @@ class _Scripts:
     delete_ctx: AsyncScript
     delete_session: AsyncScript
     sweep_one: AsyncScript
-    #: a turn lock's release (no prelude: it touches the lock key only)
-    unlock: AsyncScript
+    #: a turn lock's queue, heartbeat and release (no prelude: they touch the lock's keys only)
+    turn_acquire: AsyncScript
+    turn_extend: AsyncScript
+    turn_release: AsyncScript
 
     def __init__(self, client: "aioredis.Redis | RedisCluster") -> None:
         def script(name: str) -> AsyncScript:
@@ -335,7 +393,9 @@ class _Scripts:
         self.delete_ctx = script("delete_ctx")
         self.delete_session = script("delete_session")
         self.sweep_one = script("sweep_one")
-        self.unlock = client.register_script(_UNLOCK)
+        self.turn_acquire = client.register_script(_TURN_ACQUIRE)
+        self.turn_extend = client.register_script(_TURN_EXTEND)
+        self.turn_release = client.register_script(_TURN_RELEASE)
 
 
 class RedisCache(CacheBackend):
@@ -721,38 +781,77 @@ class RedisCache(CacheBackend):
     # -- turn lock ---------------------------------------------------------------------
 
     def turn_lock(self, user_id: str, session_id: str, *, timeout: float):
-        """The session's turn lock across processes: ``SET memlab_turn_lock:<session> <token> NX PX``.
+        """The session's turn lock across processes: a queue of waiting turns served in order, and a lock key with a heartbeat.
 
-        Polled with backoff until free (at most ``timeout`` s, then
-        :class:`~memlab.exceptions.SessionLockTimeout`); released by a script that
-        deletes the key only while it still holds this holder's token. The key
-        expires after :data:`TURN_LOCK_TTL_MS`, so a crashed holder blocks the
-        session at most that long. On a cluster it shares the session's hash slot.
+        A turn joins the ZSET ``memlab_turn_queue:<session>`` with a ticket (``HINCRBY``)
+        and polls one script that drops waiters whose heartbeat stopped
+        (:data:`TURN_WAITER_TTL_MS`) and, when the lock key is free and the caller heads
+        the queue, sets ``memlab_turn_lock:<session>`` to its token for
+        :data:`TURN_LOCK_TTL_MS`. While the turn runs, a heartbeat task extends that
+        every quarter of the lifetime; release deletes the key only while it holds the
+        holder's token. A crashed holder frees the session when the key expires (seconds),
+        a crashed waiter when its heartbeat does. After ``timeout`` s:
+        :class:`~memlab.exceptions.SessionLockTimeout`, saying how many turns took the
+        lock meanwhile. On a cluster all four keys share the session's hash slot.
         """
         super().turn_lock(user_id, session_id, timeout=timeout)  # checks the ids
-        return self._turn_lock(TURN_LOCK_PREFIX + _session_suffix(user_id, session_id, cluster=self._cluster), session_id, user_id, timeout)
+        suffix = _session_suffix(user_id, session_id, cluster=self._cluster)
+        keys = [prefix + suffix for prefix in (TURN_LOCK_PREFIX, TURN_QUEUE_PREFIX, TURN_ALIVE_PREFIX, TURN_COUNT_PREFIX)]
+        return self._turn_lock(keys, session_id, user_id, timeout)
 
     @contextlib.asynccontextmanager
-    async def _turn_lock(self, key: str, session_id: str, user_id: str, timeout: float):
+    async def _turn_lock(self, keys: list[str], session_id: str, user_id: str, timeout: float):
         client, scripts = self._open_client(), self._run()
         token = secrets.token_hex(16)
-
-        async def attempt() -> bool:
-            return bool(await client.set(key, token, nx=True, px=TURN_LOCK_TTL_MS))
-
+        started = time.monotonic()
+        ticket, granted_before, pause = 0, None, TURN_POLL_SECONDS
         try:
-            await poll_lock(attempt, user_id, session_id, timeout=timeout)
+            while True:
+                life = TURN_LOCK_TTL_MS
+                got, ticket, granted, ahead, held_ms = (
+                    int(value) for value in await scripts.turn_acquire(keys=keys, args=[token, life, TURN_WAITER_TTL_MS, ticket])
+                )
+                if got:
+                    break
+                granted_before = granted if granted_before is None else granted_before
+                if time.monotonic() - started >= timeout:
+                    await scripts.turn_release(keys=keys[:3], args=[token])
+                    raise lock_timeout(
+                        user_id, session_id, waited=time.monotonic() - started, turns=granted - granted_before,
+                        held_for=held_ms / 1000 if held_ms >= 0 else None, ahead=ahead,
+                    )
+                pause = TURN_POLL_SECONDS if ahead == 0 else min(pause * 2, TURN_POLL_SECONDS * 8)
+                await asyncio.sleep(pause)
         except SessionLockTimeout:
             raise
-        except Exception as exc:
-            raise CacheConnectionError(self._describe("turn_lock", exc)) from exc
+        except BaseException as exc:
+            with contextlib.suppress(Exception):  # else the waiter's heartbeat runs out
+                await scripts.turn_release(keys=keys[:3], args=[token])
+            if isinstance(exc, Exception):
+                raise CacheConnectionError(self._describe("turn_lock", exc)) from exc
+            raise
+        heartbeat = asyncio.ensure_future(self._turn_heartbeat(scripts, [keys[0], keys[3]], token, life, session_id))
         try:
             yield
         finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
             try:
-                await scripts.unlock(keys=[key], args=[token])
+                await scripts.turn_release(keys=keys[:3], args=[token])
             except Exception as exc:  # the key expires by itself; the turn is done
                 logger.warning("redis cache at %s: releasing the turn lock of %r failed: %s", self.where, session_id, exc)
+
+    async def _turn_heartbeat(self, scripts: _Scripts, keys: list[str], token: str, life: int, session_id: str) -> None:
+        """Extend the held lock every quarter of its lifetime until cancelled (the turn ended)."""
+        while True:
+            await asyncio.sleep(life / 4000)
+            try:
+                if not await scripts.turn_extend(keys=keys, args=[token, life]):
+                    logger.error("redis cache at %s: the turn lock of %r expired while its turn ran (a stall longer than %d ms)", self.where, session_id, life)
+                    return
+            except Exception as exc:  # try again next beat: the lock lives on until then
+                logger.warning("redis cache at %s: extending the turn lock of %r failed: %s", self.where, session_id, exc)
 
 
 def _is_tls_error(exc: BaseException) -> bool:

@@ -6,13 +6,14 @@ import contextlib
 import importlib.util
 import logging
 import secrets
+import time
 from collections.abc import Hashable
 from datetime import datetime, timezone
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from memlab._sqlrun import DB, PostgresRunner, SQLiteRunner, advisory_key, is_integrity_error, resolve_url
+from memlab._sqlrun import DB, AdvisoryLockTimeout, PostgresRunner, SQLiteRunner, advisory_key, is_integrity_error, resolve_url
 from memlab.cache._base import DEFAULT_TTL_SECONDS, CacheBackend, PayloadChange
 from memlab.cache._turn_lock import file_turn_lock, lock_name, lock_timeout
 from memlab.cache._sql.statements import KINDS_IN_LOCK_ORDER, PG_SESSION_SETTINGS, SWEEP_LOCK_KEY, TABLES, build_statements
@@ -332,11 +333,12 @@ class SQLCache(CacheBackend):
         return await self._run(work, write=True, inline=False)
 
     def turn_lock(self, user_id: str, session_id: str, *, timeout: float):
-        """The session's turn lock: on SQLite a lock file beside the database; on PostgreSQL a session advisory lock.
+        """The session's turn lock: on SQLite a ticket queue of lock files beside the database; on PostgreSQL a session advisory lock.
 
-        PostgreSQL: ``pg_try_advisory_lock`` on a key of (user, session), polled on a
-        connection of its own (not the cache's pool, which the turn itself needs) and
-        released with ``pg_advisory_unlock``; a connection that dies drops the lock.
+        PostgreSQL: the blocking ``pg_advisory_lock`` on a key of (user, session) under
+        ``lock_timeout``, on a connection of its own (not the cache's pool, which the turn
+        itself needs), so the server grants it to the waiters in order; released with
+        ``pg_advisory_unlock``; a connection that dies drops the lock.
         """
         super().turn_lock(user_id, session_id, timeout=timeout)  # checks the ids
         if self.path is not None:
@@ -347,11 +349,15 @@ class SQLCache(CacheBackend):
     async def _advisory_turn_lock(self, user_id: str, session_id: str, timeout: float):
         runner = self._open_runner()
         key = advisory_key(f"memlab.turn:{lock_name(user_id, session_id)}")
+        started = time.monotonic()
         async with contextlib.AsyncExitStack() as held:
             try:
                 await held.enter_async_context(runner.advisory_lock(key, timeout=timeout))
-            except TimeoutError:
-                raise lock_timeout(user_id, session_id, timeout) from None
+            except AdvisoryLockTimeout as exc:
+                raise lock_timeout(
+                    user_id, session_id, waited=time.monotonic() - started, turns=None, held_for=exc.held_for,
+                    uncounted="PostgreSQL cannot count the turns that took the lock meanwhile",
+                ) from None
             except Exception as exc:
                 raise CacheConnectionError(f"postgres cache at {self.display_url}: turn lock failed: {type(exc).__name__}: {exc}") from exc
             yield
