@@ -104,7 +104,11 @@ class SnapshotConflict(BackendError):
 
 
 class SessionLockTimeout(BackendError):
-    """Another process held the session's turn lock longer than the timeout (``SESSION_TURN_LOCK_TIMEOUT_SECONDS``)."""
+    """A turn waited the whole timeout (``SESSION_TURN_LOCK_TIMEOUT_SECONDS``) for its session's turn lock without getting it.
+
+    The message says how long this caller waited, how many turns took the lock
+    meanwhile (where the backend can count them) and how long the holder has held it.
+    """
 
 
 class StackStateError(MemlabError, RuntimeError):

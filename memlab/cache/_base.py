@@ -317,10 +317,22 @@ class CacheBackend(abc.ABC):
     def turn_lock(self, user_id: str, session_id: str, *, timeout: float) -> contextlib.AbstractAsyncContextManager[None]:
         """A lock on (user, session) that holds across processes, for one turn's read-analyse-write.
 
-        Waits at most ``timeout`` seconds, then raises
-        :class:`~memlab.exceptions.SessionLockTimeout`. Backends whose data lives in one
-        process (``memory``) need none and return a no-op; the others lock where their
-        data is shared (a lock file, a PostgreSQL advisory lock, a Redis key).
+        Backends whose data lives in one process (``memory``) need none and return a
+        no-op; the others lock where their data is shared (a queue of lock files, a
+        PostgreSQL advisory lock, a Redis queue and key). Their guarantees:
+
+        - **Exclusive**, also between two acquisitions in one process or one event loop.
+        - **Fair**: waiters get the lock in the order they asked for it, so with N
+          contenders none is passed by more than N-1 others (a releasing turn that asks
+          again queues behind the waiters).
+        - **A crashed holder frees the session within seconds**: at once on the file
+          locks and PostgreSQL (the kernel or the server drops a dead process's lock),
+          on Redis when its lock key expires (seconds; a heartbeat keeps it while a live
+          turn runs, however long). A crashed waiter leaves the queue as quickly.
+        - Waits at most ``timeout`` seconds, then raises
+          :class:`~memlab.exceptions.SessionLockTimeout`, whose message says how long
+          this caller waited, how many turns took the lock meanwhile (or that the
+          backend cannot count them) and how long the current holder has held it.
         """
         _session(user_id, session_id)
         return contextlib.nullcontext()

@@ -622,7 +622,7 @@ class DiskCache(CacheBackend):
         return await self._job(job)
 
     def turn_lock(self, user_id: str, session_id: str, *, timeout: float):
-        """The session's turn lock: a lock file under ``{directory}/turn-locks`` (every process of this machine)."""
+        """The session's turn lock: a first-come-first-served queue of lock files under ``{directory}/turn-locks`` (every process of this machine)."""
         super().turn_lock(user_id, session_id, timeout=timeout)  # checks the ids
         return file_turn_lock(self.path / "turn-locks", user_id, session_id, timeout=timeout)
 
