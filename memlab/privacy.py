@@ -1,5 +1,6 @@
 """Privacy helpers (SPEC §9.7): :func:`scrub_error_message` for error text that gets stored,
-:func:`mask_url_passwords` for text that may hold a database or server URL.
+:func:`mask_url_passwords` for text that may hold a database or server URL
+(:func:`url_passwords` and :func:`replace_url_passwords` for other replacements).
 
 A research primitive (``from memlab.privacy import scrub_error_message``); the
 module imports only :mod:`re`.
@@ -9,14 +10,25 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_INPUT_CHARS", "MAX_OUTPUT_CHARS", "mask_url_passwords", "scrub_error_message"]
+__all__ = ["MAX_INPUT_CHARS", "MAX_OUTPUT_CHARS", "mask_url_passwords", "replace_url_passwords", "scrub_error_message", "url_passwords"]
 
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)([^@\s]*)@")
+
+
+def url_passwords(text: str) -> list[str]:
+    """The password of every ``scheme://user:password@host`` URL in ``text``, in order."""
+    return [match[2] for match in _URL_PASSWORD.finditer(text)]
+
+
+def replace_url_passwords(text: str, replacements: dict[str, str]) -> str:
+    """``text`` with the password of every ``scheme://user:password@host`` URL in it replaced: by its entry in
+    ``replacements``, else by ``***``."""
+    return _URL_PASSWORD.sub(lambda match: f"{match[1]}{replacements.get(match[2], '***')}@", text)
 
 
 def mask_url_passwords(text: str) -> str:
     """``text`` with the password of every ``scheme://user:password@host`` URL in it shown as ``***``."""
-    return _URL_PASSWORD.sub(r"\1***@", text)
+    return replace_url_passwords(text, {})
 
 #: only this many leading characters of a message are scrubbed; the rest is dropped
 MAX_INPUT_CHARS = 2048

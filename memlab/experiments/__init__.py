@@ -24,7 +24,13 @@ or ``llm_latency_ms`` (= ``llm.offline_latency_ms``). Cells are the cartesian pr
 in the order given, the first key varying slowest. Every cell's config is built and
 checked in the constructor: an unknown key, an empty list or a rejected value raises
 :class:`~memlab.exceptions.ConfigError` naming the key and the value; bad seeds or a
-non-workload raise :class:`~memlab.exceptions.ValidationError`.
+non-workload raise :class:`~memlab.exceptions.ValidationError`. So that a cell's label
+never lies, two keys setting one field (``cache`` whose dicts set ``backend``, with
+``cache.backend``) and two cells with the same config once defaults are resolved
+(``ttl.policy`` ``auto`` and the backend's default, say) raise ``ConfigError`` too (see
+:mod:`memlab.experiments._cells`). Secrets (``llm.api_key``, ``cache.password``, URL
+passwords) count: two API keys are two cells, shown masked (``**********``) in labels
+and frames.
 
 Every cell x seed runs on a fresh stack: the workload gets the cell's config with a
 fresh temporary ``data_root`` (deleted afterwards) and the seed. A run that raises is
@@ -58,9 +64,10 @@ typed by its ``turn_columns`` (else from their values: boolean / Int64 / Float64
 string).
 
 Disk cache (``cache_dir``): see :mod:`memlab.experiments._store`; the key is a sha256
-of the cell's config (without ``data_root`` and secrets), the workload's class, name
-and :meth:`~Workload.fingerprint`, the seed and :data:`SCHEMA_VERSION`. Failed runs
-are not stored; writes are atomic.
+of the cell's config (without ``data_root``; each secret as its HMAC under a local
+secret, ``<cache_dir>/secret.key``, mode 0600), the workload's class, name and
+:meth:`~Workload.fingerprint`, the seed and :data:`SCHEMA_VERSION`. Failed runs are not
+stored; writes are atomic.
 
 Workloads (each documents its metrics): :class:`ModesConversation` (``modes``),
 :class:`CacheWorkload` (``cache``), :class:`ConversationalBenchmark` (``quality``),

@@ -7,13 +7,29 @@ cartesian product of the value lists in the order given, the first key varying
 slowest. Everything is checked here, before anything runs: an unknown key, an empty
 value list or a value the config (or a strategy builder) rejects raises
 :class:`~memlab.exceptions.ConfigError` naming the key and the value.
+
+So that a cell's label never lies, two keys may not set one field: ``cache`` (a section)
+with ``cache.backend`` is refused when a ``cache`` value sets ``backend`` (in either
+order; ``cache`` with ``cache.host`` is fine while no ``cache`` value sets ``host``), as
+are two keys naming one path (``llm_latency_ms`` and ``llm.offline_latency_ms``). And no
+two cells may run the same config: two values of one key giving the same config are
+refused, and so are two cells whose configs are the same once defaults are resolved
+(:func:`config_identity`: ``ttl.policy`` ``auto`` is the cache backend's default, no
+expiry is policy ``none``, unset chunk sizes are the embedder's, an unset
+``embedding.api_key`` is ``llm.api_key``). Secrets count: two API keys are two cells.
+
+Secrets never show: a value of a secret field (``llm.api_key``, ``cache.password``, ...;
+given as a ``SecretStr`` or a plain string, alone or in a section dict) renders as
+``**********`` in labels, frames and messages, a URL password as ``***``.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import itertools
 import json
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,9 +46,10 @@ from memlab.config import (
     build_ttl_policy,
 )
 from memlab.exceptions import ConfigError, ValidationError
+from memlab.experiments._store import canonical_json, config_data
 from memlab.privacy import mask_url_passwords
 
-__all__ = ["ALIASES", "Cell", "check_buildable", "column_dtype", "expand", "render_value", "resolve_key", "shown"]
+__all__ = ["ALIASES", "Cell", "check_buildable", "column_dtype", "config_identity", "expand", "render_value", "resolve_key", "shown"]
 
 #: shorthand vary keys -> the StackConfig path they stand for
 ALIASES: dict[str, str] = {"llm_latency_ms": "llm.offline_latency_ms"}
@@ -53,8 +70,12 @@ class Cell:
     config: StackConfig
 
     def label(self) -> str:
-        """``key=value, ...`` of the settings (values as the frame renders them)."""
-        return ", ".join(f"{key}={shown(value)}" for key, value in self.settings.items()) or "base"
+        """``key=value, ...`` of the settings (values as the frame renders them, secrets masked)."""
+        return _label(self.settings) or "base"
+
+
+def _label(settings: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={shown(value, key)}" for key, value in settings.items())
 
 
 def _section_type(name: str) -> type[BaseModel] | None:
@@ -141,15 +162,25 @@ def _reraise(exc: ConfigError, where: str) -> ConfigError:
 _UNSET = object()
 
 
-def expand(base: StackConfig, vary: Mapping[str, Sequence[Any]] | None) -> list[Cell]:
-    """The cells of ``vary`` over ``base`` (module docstring); raises :class:`ConfigError` before anything runs."""
-    if not isinstance(base, StackConfig):
-        raise ValidationError(f"Grid base must be a memlab.config.StackConfig, got {type(base).__name__}")
-    vary = {} if vary is None else vary
-    if not isinstance(vary, Mapping):
-        raise ValidationError(f"Grid vary must be a mapping of config keys to lists of values, got {type(vary).__name__}")
-    data = base.model_dump()
-    axes: list[list[tuple[str, tuple[str, ...], Any]]] = []
+def config_identity(config: StackConfig, *, resolved: bool = True) -> str:
+    """A digest telling configs apart (in memory only: the secrets enter it in clear); ``data_root`` left out.
+
+    ``resolved``: with the defaults resolved (module docstring), so that configs that
+    build the same stack have one identity; else the fields as they are.
+    """
+    data = config_data(config, str)
+    if resolved:
+        policy = build_ttl_policy(config)
+        data["ttl"] = {"policy": policy.name, "seconds": policy.seconds, "slack": getattr(policy, "slack", None)}
+        size, overlap = config.graph.chunking(build_embedder(config).max_tokens)
+        data["graph"] = {**data["graph"], "chunk_size": size, "chunk_overlap": overlap}
+        data["embedding"] = {**data["embedding"], "api_key": data["embedding"]["api_key"] or data["llm"]["api_key"]}
+    return hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()
+
+
+def _keys(vary: Mapping[str, Sequence[Any]]) -> list[tuple[str, tuple[str, ...], list[Any]]]:
+    """``(key, path, values)`` of each vary key, checked one by one."""
+    keys = []
     seen: dict[tuple[str, ...], str] = {}
     for key, values in vary.items():
         path = resolve_key(key)
@@ -160,28 +191,78 @@ def expand(base: StackConfig, vary: Mapping[str, Sequence[Any]] | None) -> list[
             raise ConfigError(f"vary key {key!r}: give a list of values, got {values!r}")
         if not values:
             raise ConfigError(f"vary key {key!r} has an empty list of values")
-        axis = []
-        built: list[tuple[Any, dict[str, Any]]] = []
-        for value in values:
-            try:
-                dumped = _build(data, [(key, path, value)]).model_dump(mode="json")
-            except ConfigError as exc:
-                raise _reraise(exc, f"vary key {key!r}, value {shown(value)}") from None
-            same = next((earlier for earlier, dump in built if dump == dumped), _UNSET)
-            if same is not _UNSET:
-                raise ConfigError(f"vary key {key!r}: values {shown(same)} and {shown(value)} give the same config (one cell twice)")
-            built.append((value, dumped))
-            axis.append((key, path, value))
-        axes.append(axis)
-    cells = []
+        keys.append((key, path, list(values)))
+    return keys
+
+
+def _fields_set(value: Any) -> set[str]:
+    """The fields a whole-section vary value sets."""
+    if isinstance(value, BaseModel):
+        return set(value.model_fields_set)
+    return {name for name in value if isinstance(name, str)} if isinstance(value, Mapping) else set()
+
+
+def _check_overlaps(keys: Sequence[tuple[str, tuple[str, ...], list[Any]]]) -> None:
+    """Refuse a section key whose values set a field that another key varies (module docstring)."""
+    for section_key, section_path, values in keys:
+        if len(section_path) != 1 or _section_type(section_path[0]) is None:
+            continue
+        for field_key, field_path, _ in keys:
+            if len(field_path) != 2 or field_path[0] != section_path[0]:
+                continue
+            setting = next((value for value in values if field_path[1] in _fields_set(value)), _UNSET)
+            if setting is not _UNSET:
+                where = ".".join(field_path)
+                raise ConfigError(
+                    f"vary keys {section_key!r} and {field_key!r} both set {where} (the {section_key!r} value "
+                    f"{shown(setting, section_key)} sets {field_path[1]!r}), so a cell would run one key's value under the "
+                    f"other's label; vary {where} under one key only"
+                )
+
+
+def _axis(data: dict[str, Any], key: str, path: tuple[str, ...], values: Sequence[Any]) -> list[tuple[str, tuple[str, ...], Any]]:
+    """The ``(key, path, value)`` of each value, each built alone onto the base; two giving one config are refused."""
+    built: dict[str, tuple[int, Any]] = {}
+    for position, value in enumerate(values):
+        try:
+            identity = config_identity(_build(data, [(key, path, value)]), resolved=False)
+        except ConfigError as exc:
+            raise _reraise(exc, f"vary key {key!r}, value {shown(value, key)}") from None
+        if identity in built:
+            first, same = built[identity]
+            raise ConfigError(f"vary key {key!r}: values {shown(same, key)} and {shown(value, key)} give the same config "
+                              f"(one cell twice; values {first} and {position} of its list)")
+        built[identity] = (position, value)
+    return [(key, path, value) for value in values]
+
+
+def expand(base: StackConfig, vary: Mapping[str, Sequence[Any]] | None) -> list[Cell]:
+    """The cells of ``vary`` over ``base`` (module docstring); raises :class:`ConfigError` before anything runs."""
+    if not isinstance(base, StackConfig):
+        raise ValidationError(f"Grid base must be a memlab.config.StackConfig, got {type(base).__name__}")
+    vary = {} if vary is None else vary
+    if not isinstance(vary, Mapping):
+        raise ValidationError(f"Grid vary must be a mapping of config keys to lists of values, got {type(vary).__name__}")
+    data = base.model_dump()
+    keys = _keys(vary)
+    _check_overlaps(keys)
+    axes = [_axis(data, key, path, values) for key, path, values in keys]
+    cells: list[Cell] = []
+    seen: dict[str, Cell] = {}
     for index, pairs in enumerate(itertools.product(*axes)):
         settings = {key: value for key, _, value in pairs}
         try:
             config = _build(data, pairs)
         except ConfigError as exc:
-            label = ", ".join(f"{key}={shown(value)}" for key, value in settings.items())
-            raise _reraise(exc, f"grid cell {index} ({label})") from None
-        cells.append(Cell(index, settings, config))
+            raise _reraise(exc, f"grid cell {index} ({_label(settings)})") from None
+        cell = Cell(index, settings, config)
+        identity = config_identity(config)
+        if identity in seen:
+            earlier = seen[identity]
+            raise ConfigError(f"grid cells {earlier.index} ({earlier.label()}) and {index} ({cell.label()}) give the same config "
+                              "once defaults are resolved (one config counted as two cells); drop one of the values")
+        seen[identity] = cell
+        cells.append(cell)
     return cells
 
 
@@ -198,11 +279,46 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def render_value(value: Any) -> Any:
+def _is_secret(annotation: Any) -> bool:
+    return annotation is SecretStr or any(_is_secret(arg) for arg in typing.get_args(annotation))
+
+
+def _secret_field(model: type[BaseModel], name: str) -> bool:
+    field = model.model_fields.get(name)
+    return field is not None and _is_secret(field.annotation)
+
+
+def _secret_path(path: tuple[str, ...]) -> bool:
+    if len(path) == 2:
+        section = _section_type(path[0])
+        return section is not None and _secret_field(section, path[1])
+    return _secret_field(StackConfig, path[0])
+
+
+_MASK = str(SecretStr("secret"))
+
+
+def _masked(value: Any, key: str) -> Any:
+    """``value`` of vary key ``key`` with the values of secret fields replaced by the mask."""
+    path = resolve_key(key)
+    if value is None:
+        return None
+    if _secret_path(path):
+        return _MASK
+    section = _section_type(path[0]) if len(path) == 1 else None
+    if section is not None and isinstance(value, Mapping):
+        return {name: _MASK if item is not None and _secret_field(section, name) else item for name, item in value.items()}
+    return value
+
+
+def render_value(value: Any, key: str | None = None) -> Any:
     """A vary value as its frame cell: dicts / sections as compact sorted-key JSON, enums by value, secrets masked.
 
-    Secrets: ``SecretStr`` values show as ``**********`` and URL passwords as ``***``.
+    Secrets: ``SecretStr`` values, and with ``key`` (the vary key) any value of a secret
+    field, show as ``**********``; URL passwords as ``***``.
     """
+    if key is not None:
+        value = _masked(value, key)
     if isinstance(value, (Mapping, BaseModel)):
         data = value.model_dump(mode="json", exclude_unset=True) if isinstance(value, BaseModel) else value
         return mask_url_passwords(json.dumps(data, sort_keys=True, separators=(",", ":"), default=_jsonable))
@@ -217,9 +333,9 @@ def render_value(value: Any) -> Any:
     return mask_url_passwords(str(value))
 
 
-def shown(value: Any) -> str:
-    """A vary value as an error message or label shows it: dicts as JSON, anything else as the repr of its rendering."""
-    rendered = render_value(value)
+def shown(value: Any, key: str | None = None) -> str:
+    """A vary value (of vary ``key``) as an error message or label shows it: dicts as JSON, else the repr of its rendering."""
+    rendered = render_value(value, key)
     return rendered if isinstance(value, (Mapping, BaseModel)) else repr(rendered)
 
 

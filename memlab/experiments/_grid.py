@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from memlab.exceptions import ConfigError, ValidationError
 from memlab.experiments._cells import Cell, column_dtype, expand, render_value
-from memlab.experiments._store import ResultStore, cache_key
+from memlab.experiments._store import ResultStore, cache_key, local_secret, secret_values
 from memlab.experiments._workload import Workload, WorkloadResult
 from memlab.privacy import mask_url_passwords
 
@@ -62,8 +62,9 @@ class Grid:
     cartesian product, first key slowest, built and validated here (a bad key or value
     raises :class:`~memlab.exceptions.ConfigError` naming it, before anything runs).
     ``cache_dir``: None (no disk cache) or a directory holding each successful cell x
-    seed's result (:mod:`memlab.experiments._store`); a re-run computes only what is
-    missing. ``cells``: the :class:`Cell` s in run order; ``runs``: the
+    seed's result (:mod:`memlab.experiments._store`; a config holding a secret keys it
+    by an HMAC under the directory's local secret, created now if missing); a re-run
+    computes only what is missing. ``cells``: the :class:`Cell` s in run order; ``runs``: the
     :class:`Run` s of the last :meth:`run`.
     """
 
@@ -87,9 +88,16 @@ class Grid:
                 workload.check(cell.config)
             except ConfigError as exc:
                 raise ConfigError(f"grid cell {cell.index} ({cell.label()}): {workload.name or type(workload).__name__}: {exc}") from None
-        self.keys = {(cell.index, seed): cache_key(cell.config, workload, seed) for cell in self.cells for seed in self.seeds}
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        secret = self._key_secret()
+        self.keys = {(cell.index, seed): cache_key(cell.config, workload, seed, secret) for cell in self.cells for seed in self.seeds}
         self.runs: list[Run] = []
+
+    def _key_secret(self) -> bytes | None:
+        """What keys the HMACs of the cells' secrets (:mod:`memlab.experiments._store`); None when no cell has one."""
+        if not any(secret_values(cell.config) for cell in self.cells):
+            return None
+        return local_secret(self.cache_dir) if self.cache_dir is not None else os.urandom(32)
 
     def __len__(self) -> int:
         """Cell x seed runs."""
@@ -136,9 +144,9 @@ class Grid:
                 if store is not None:
                     json.dumps(result.to_json())  # a result the cache cannot hold fails here, as the run's error
             except Exception as exc:  # noqa: BLE001 - recorded as the run's failure; the grid goes on
-                return Run(cell, seed, "failed", None, mask_url_passwords(f"{type(exc).__name__}: {exc}"), False, key)
+                return Run(cell, seed, "failed", None, _error_text(exc, cell), False, key)
         if store is not None:
-            about = {"cell": cell.index, "settings": {k: render_value(v) for k, v in cell.settings.items()}, "seed": seed,
+            about = {"cell": cell.index, "settings": {k: render_value(v, k) for k, v in cell.settings.items()}, "seed": seed,
                      "workload": self.workload.name}
             store.save(key, result, about)
         return Run(cell, seed, "ok", result, None, False, key)
@@ -147,10 +155,10 @@ class Grid:
 
     def _vary_columns(self) -> dict[str, str]:
         """vary key -> the dtype of its column (from its rendered values)."""
-        return {key: column_dtype([render_value(value) for value in values]) for key, values in self.vary.items()}
+        return {key: column_dtype([render_value(value, key) for value in values]) for key, values in self.vary.items()}
 
     def _prefix(self, run: Run) -> dict[str, Any]:
-        return {"cell": run.cell.index, **{key: render_value(run.cell.settings[key]) for key in self.vary}}
+        return {"cell": run.cell.index, **{key: render_value(run.cell.settings[key], key) for key in self.vary}}
 
     def frame(self, level: str = "metric") -> "pandas.DataFrame":
         """The last run's results as a DataFrame (``level`` ``"metric"`` or ``"turn"``; see :mod:`memlab.experiments`)."""
@@ -204,6 +212,14 @@ class Grid:
             if dtype != "object":
                 frame[column] = frame[column].astype(dtype)
         return frame
+
+
+def _error_text(exc: Exception, cell: Cell) -> str:
+    """``"Type: message"`` of a failed run, URL passwords and the cell's secrets masked."""
+    text = f"{type(exc).__name__}: {exc}"
+    for secret in sorted(secret_values(cell.config), key=len, reverse=True):
+        text = text.replace(secret, "**********")
+    return mask_url_passwords(text)
 
 
 def _inferred(values: list[Any]) -> str:

@@ -1,59 +1,166 @@
 """The grid's disk cache: one JSON file per successful cell x seed, keyed by what determines it.
 
-Key: the sha256 of compact sorted-key JSON of ``{"config": <the cell's full config as
-JSON, data_root removed, secret fields removed>, "workload": {"class", "name",
-"fingerprint"}, "seed", "schema": SCHEMA_VERSION}``. A file is written to a temporary
-name in the same directory and moved into place with :func:`os.replace`, so a killed
-run leaves either the whole result or none (a stray ``.tmp-*`` file at worst, never
-read). An unreadable or foreign file reads as a miss and is computed again.
+Key: the sha256 of compact sorted-key JSON of ``{"config": config_fingerprint(<the cell's
+config>), "workload": {"class", "name", "fingerprint"}, "seed", "schema": SCHEMA_VERSION}``,
+where the fingerprint is the config as JSON without ``data_root``. A file is written to a
+temporary name in the same directory and moved into place with :func:`os.replace`, so a
+killed run leaves either the whole result or none (a stray ``.tmp-*`` file at worst,
+never read). An unreadable or foreign file reads as a miss and is computed again.
+
+Secrets (the ``SecretStr`` fields ``llm.api_key``, ``embedding.api_key``,
+``cache.password``, and the password of any ``scheme://user:password@host`` URL in a
+string field) enter the key as ``hmac-sha256:<hex>``, the HMAC-SHA256 of the value under
+a local secret, never as the value itself. So two API keys (two accounts) or two
+passwords (two servers) are two cells with two cache keys, the same secret gives the
+same cache key on every run against the same cache directory, and nothing in the cache
+lets anyone test a guessed key or password without the local secret. (Schema 1 dropped
+secrets from the key instead: configs differing only in a secret shared one result, and
+a grid could not compare them.) The local secret is 32 random bytes, hex-encoded, in
+``<cache_dir>/secret.key`` (:data:`SECRET_FILE`), created with mode 0600 when a grid
+with a secret first needs it; deleting it turns every result keyed with a secret into a
+miss. A grid without ``cache_dir`` uses a random secret of its own (its keys then hold
+within that grid only). A config without secrets needs no local secret. Secrets never
+reach a cache file: the readable notes beside a result show them masked.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import tempfile
-import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, SecretStr
 
-from memlab.exceptions import ValidationError
+from memlab.exceptions import ConfigError, ValidationError
 from memlab.experiments._workload import Workload, WorkloadResult
+from memlab.privacy import replace_url_passwords, url_passwords
 
 if TYPE_CHECKING:
     from memlab.config import StackConfig
 
-__all__ = ["SCHEMA_VERSION", "ResultStore", "cache_key", "canonical_json", "config_fingerprint", "workload_identity"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "SECRET_FILE",
+    "ResultStore",
+    "cache_key",
+    "canonical_json",
+    "config_data",
+    "config_fingerprint",
+    "local_secret",
+    "secret_values",
+    "workload_identity",
+]
 
 #: bump when the stored result format or the meaning of a key changes: older files stop matching
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: the local secret's file name inside a cache directory
+SECRET_FILE = "secret.key"
+_SECRET_BYTES = 32
 
 
-def _is_secret(annotation: Any) -> bool:
-    return annotation is SecretStr or any(_is_secret(arg) for arg in typing.get_args(annotation))
+def _secret_fields(model: BaseModel, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], str]:
+    """``path -> value`` of the set ``SecretStr`` fields of ``model``, sections recursed into."""
+    found: dict[tuple[str, ...], str] = {}
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, SecretStr):
+            found[(*prefix, name)] = value.get_secret_value()
+        elif isinstance(value, BaseModel):
+            found.update(_secret_fields(value, (*prefix, name)))
+    return found
 
 
-def _without_secrets(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
-    """JSON-mode ``data`` of ``model`` without its secret fields (set or not), sections recursed into."""
-    out = {}
-    for name, value in data.items():
-        field = model.model_fields.get(name)
-        annotation = field.annotation if field is not None else None
-        if _is_secret(annotation):
-            continue
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
-            value = _without_secrets(annotation, value)
-        out[name] = value
-    return out
+def _strings(data: Any, replace: Callable[[str], str]) -> Any:
+    """JSON ``data`` with ``replace`` applied to every string in it."""
+    if isinstance(data, dict):
+        return {key: _strings(value, replace) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_strings(value, replace) for value in data]
+    return replace(data) if isinstance(data, str) else data
 
 
-def config_fingerprint(config: "StackConfig") -> dict[str, Any]:
-    """The config as JSON data without ``data_root`` and without secret fields (API keys, passwords)."""
-    return _without_secrets(type(config), config.model_dump(mode="json", exclude={"data_root"}))
+def config_data(config: "StackConfig", secret: Callable[[str], str]) -> dict[str, Any]:
+    """The config as JSON data without ``data_root``, every secret (module docstring) written as ``secret(value)``."""
+    data = config.model_dump(mode="json", exclude={"data_root"})
+    data = _strings(data, lambda text: replace_url_passwords(text, {password: secret(password) for password in url_passwords(text)}))
+    for path, value in _secret_fields(config).items():
+        holder = data
+        for name in path[:-1]:
+            holder = holder[name]
+        holder[path[-1]] = secret(value)
+    return data
+
+
+def secret_values(config: "StackConfig") -> list[str]:
+    """The secrets of ``config`` in clear (module docstring), each once, in field order; ``[]`` for none."""
+    found: list[str] = []
+
+    def note(value: str) -> str:
+        found.append(value)
+        return value
+
+    config_data(config, note)
+    return list(dict.fromkeys(found))
+
+
+def config_fingerprint(config: "StackConfig", secret: bytes | None = None) -> dict[str, Any]:
+    """The config as JSON data without ``data_root``, each secret as its HMAC under ``secret`` (module docstring).
+
+    Raises :class:`~memlab.exceptions.ValidationError` for a config holding secrets when
+    ``secret`` is None.
+    """
+    if secret is None:
+        if secret_values(config):
+            raise ValidationError("the config holds secrets (API keys or passwords): its fingerprint needs the local secret "
+                                  "that keys their HMACs (memlab.experiments._store.local_secret(cache_dir))")
+        return config_data(config, str)  # nothing to replace
+    key = secret
+    return config_data(config, lambda value: "hmac-sha256:" + hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest())
+
+
+def local_secret(directory: str | os.PathLike[str]) -> bytes:
+    """The local secret of the cache ``directory`` (its :data:`SECRET_FILE`), created (mode 0600) when missing.
+
+    Two processes creating it at once agree on one: it is written to a temporary file
+    and linked into place only if no other is there. Raises
+    :class:`~memlab.exceptions.ConfigError` naming the file when it holds no secret.
+    """
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / SECRET_FILE
+    if not target.exists():
+        handle, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".key")  # mode 0600
+        try:
+            with os.fdopen(handle, "w", encoding="ascii") as out:
+                out.write(secrets.token_hex(_SECRET_BYTES) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+            try:
+                os.link(temp, target)  # fails if another process made one first: that one is used
+            except FileExistsError:
+                pass
+            except OSError:  # a file system without hard links
+                if not target.exists():
+                    os.replace(temp, target)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+    text = target.read_text(encoding="ascii", errors="replace").strip()
+    try:
+        secret = bytes.fromhex(text)
+    except ValueError:
+        secret = b""
+    if len(secret) != _SECRET_BYTES:
+        raise ConfigError(f"{target} is not a grid cache secret ({_SECRET_BYTES} bytes as hex); delete it to start "
+                          "afresh (the results keyed with secrets are then computed again)")
+    return secret
 
 
 def workload_identity(workload: Workload) -> dict[str, Any]:
@@ -67,9 +174,14 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def cache_key(config: "StackConfig", workload: Workload, seed: int) -> str:
-    """The sha256 hex digest naming one cell x seed's result (module docstring)."""
-    material = {"config": config_fingerprint(config), "workload": workload_identity(workload), "seed": seed, "schema": SCHEMA_VERSION}
+def cache_key(config: "StackConfig", workload: Workload, seed: int, secret: bytes | None = None) -> str:
+    """The sha256 hex digest naming one cell x seed's result (module docstring).
+
+    ``secret``: the local secret (:func:`local_secret`); needed when ``config`` holds
+    secrets, else :class:`~memlab.exceptions.ValidationError`.
+    """
+    material = {"config": config_fingerprint(config, secret), "workload": workload_identity(workload), "seed": seed,
+                "schema": SCHEMA_VERSION}
     try:
         text = canonical_json(material)
     except (TypeError, ValueError) as exc:

@@ -65,8 +65,8 @@ from pydantic import SecretStr
 
 from memlab.charts import comparison_summary, failed_cells, vary_columns
 from memlab.exceptions import ConfigError, ValidationError
+from memlab.experiments._cells import config_identity
 from memlab.experiments._grid import Grid
-from memlab.experiments._store import canonical_json, config_fingerprint
 from memlab.experiments._workload import Workload, WorkloadResult
 
 if TYPE_CHECKING:
@@ -258,10 +258,6 @@ def _vary(table: Any, base: "StackConfig", environ: Mapping[str, str]) -> tuple[
 # -- the environment gate ---------------------------------------------------------------------------
 
 
-def _config_id(config: "StackConfig") -> str:
-    return canonical_json(config_fingerprint(config))
-
-
 class _EnvGate(Workload):
     """``inner`` on every cell but those built from an unavailable vary value: those raise its reason."""
 
@@ -279,7 +275,7 @@ class _EnvGate(Workload):
         self.inner.check(config)
 
     async def run(self, config: "StackConfig", seed: int) -> WorkloadResult:
-        reason = self.reasons.get(_config_id(config))
+        reason = self.reasons.get(config_identity(config, resolved=False))
         if reason is not None:
             raise ConfigError(reason)
         return await self.inner.run(config, seed)
@@ -323,7 +319,7 @@ class Experiment:
             for cell in grid.cells:
                 for key, value, reason in self.unavailable:
                     if cell.settings.get(key) is value:
-                        workload.reasons[_config_id(cell.config)] = reason
+                        workload.reasons[config_identity(cell.config, resolved=False)] = reason
                         break
         return grid
 

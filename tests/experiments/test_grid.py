@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from pydantic import SecretStr
 
 from memlab.config import CacheConfig, EmbeddingConfig, StackConfig
 from memlab.exceptions import ConfigError, ValidationError
@@ -163,6 +164,57 @@ def test_combinations_are_checked_too_and_bad_arguments_are_validation_errors():
         Grid(BASE, [("analysis.search_mode", ["off"])], Probe())  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("vary", "keys"),
+    [
+        ({"cache": [{"backend": "memory"}, {"backend": "sqlite"}], "cache.backend": ["fs"]}, ("'cache'", "'cache.backend'")),
+        ({"cache.backend": ["fs"], "cache": [{"backend": "memory"}, {"backend": "sqlite"}]}, ("'cache'", "'cache.backend'")),
+        ({"cache": [{"host": "a"}, CacheConfig(backend="fs")], "cache.backend": ["memory"]}, ("'cache'", "'cache.backend'")),
+        ({"llm": [{"offline_latency_ms": 5}], "llm_latency_ms": [0]}, ("'llm'", "'llm_latency_ms'")),
+        ({"llm_latency_ms": [0], "llm": [{"model": "memlab/offline"}, {"offline_latency_ms": 5}]}, ("'llm'", "'llm_latency_ms'")),
+        ({"llm.api_key": ["sk-field-1234"], "llm": [{"api_key": "sk-section-5678"}]}, ("'llm'", "'llm.api_key'")),
+    ],
+)
+def test_a_section_key_and_a_key_of_a_field_its_values_set_are_refused_in_either_order(vary, keys):
+    probe = Probe()
+    with pytest.raises(ConfigError, match="both set") as raised:
+        Grid(BASE, vary, probe, cache_dir=None)
+    assert all(key in str(raised.value) for key in keys)
+    assert "sk-" not in str(raised.value)  # a secret value is named masked
+    assert probe.calls == []
+
+
+def test_a_section_key_and_a_field_its_values_leave_alone_make_cells_whose_labels_tell_the_truth():
+    grid = Grid(BASE, {"cache": [{"host": "a"}, CacheConfig(host="b")], "cache.backend": ["fs", "memory"]}, Probe())
+    assert [(cell.config.cache.host, cell.config.cache.backend) for cell in grid.cells] == [("a", "fs"), ("a", "memory"), ("b", "fs"),
+                                                                                            ("b", "memory")]
+    assert grid.cells[0].label() == "cache={\"host\":\"a\"}, cache.backend='fs'"
+
+
+@pytest.mark.parametrize(
+    ("vary", "cells"),
+    [
+        ({"cache.backend": ["fs"], "ttl.policy": ["auto", "sliding"]}, (0, 1)),  # fs's default is sliding
+        ({"cache.backend": ["sqlite", "memory"], "ttl.policy": ["lazy_slack", "auto"]}, (0, 1)),  # sqlite's is lazy_slack
+        ({"ttl.seconds": [0, 60], "ttl.policy": ["none", "sliding"]}, (0, 1)),  # no expiry is policy none
+        ({"ttl.policy": ["sliding", "lazy_slack"], "ttl.slack": [0.05, 0.2]}, (0, 1)),  # slack only counts under lazy_slack
+        ({"graph.chunk_size": [512, None]}, (0, 1)),  # the hashing embedder has no short window: 512 is the default
+        ({"llm.api_key": ["sk-same-key-1"], "embedding.api_key": ["sk-same-key-1", None]}, (0, 1)),  # unset: the LLM's key
+    ],
+)
+def test_cells_whose_configs_are_the_same_once_defaults_resolve_are_refused_across_keys(vary, cells):
+    probe = Probe()
+    with pytest.raises(ConfigError, match=rf"grid cells {cells[0]} .* and {cells[1]} .* give the same config") as raised:
+        Grid(BASE, vary, probe)
+    assert "sk-same" not in str(raised.value)
+    assert probe.calls == []
+
+
+def test_the_same_secret_twice_is_one_config_and_is_named_masked():
+    with pytest.raises(ConfigError, match=r"values '\*{10}' and '\*{10}' give the same config .*values 0 and 2") as raised:
+        Grid(BASE, {"llm.api_key": ["sk-one-account", "sk-other-account", SecretStr("sk-one-account")]}, Probe())
+    assert "account" not in str(raised.value)
+
 # -- running ------------------------------------------------------------------------------------------
 
 
@@ -270,12 +322,15 @@ async def test_the_disk_cache_computes_only_new_cells(tmp_path):
     assert stored["about"]["settings"] == {"analysis.search_mode": "concurrent"}
     assert stored["result"]["metrics"]["seed_echo"] == 0
 
-    # another workload fingerprint or seed is another key; data_root and secrets are not part of it
+    # another workload fingerprint or seed is another key; data_root is not part of it, a secret is (by its HMAC)
     assert cache_key(BASE, probe, 0) != cache_key(BASE, Probe(turns=5), 0) != cache_key(BASE, probe, 1)
     moved = BASE.model_copy(update={"data_root": tmp_path / "elsewhere"})
     assert cache_key(BASE, probe, 0) == cache_key(moved, probe, 0)
+    assert cache_key(BASE, probe, 0, b"k" * 32) == cache_key(BASE, probe, 0)  # no secret in the config: no local secret needed
     secret = StackConfig(**{**BASE.model_dump(), "llm": {"api_key": "sk-not-in-the-key"}})
-    assert cache_key(BASE, probe, 0) == cache_key(secret, probe, 0)
+    with pytest.raises(ValidationError, match="holds secrets"):
+        cache_key(secret, probe, 0)
+    assert cache_key(BASE, probe, 0) != cache_key(secret, probe, 0, b"k" * 32) != cache_key(secret, probe, 0, b"j" * 32)
     assert not any("sk-not-in-the-key" in path.read_text() for path in cache.iterdir())
 
 
@@ -302,6 +357,66 @@ async def test_disk_cache_writes_are_atomic_and_unreadable_files_are_recomputed(
     frame = await grid.run(progress=False)
     assert len(probe.calls) == 3 and frame["cached"].all()
 
+
+class SecretEcho(Probe):
+    """A probe whose error message repeats the cell's API key, as a provider's authentication error may."""
+
+    async def run(self, config: StackConfig, seed: int) -> WorkloadResult:
+        if seed == 1:
+            self.calls.append((config, seed))
+            raise RuntimeError(f"invalid api key {config.llm.api_key.get_secret_value()} for account")
+        return await super().run(config, seed)
+
+
+def _everything_written(directory: Path) -> str:
+    return "\n".join(path.read_text() for path in directory.rglob("*") if path.is_file())
+
+
+async def test_two_api_keys_are_two_cells_with_two_cache_keys_each_cached_and_never_written_in_clear(tmp_path):
+    cache = tmp_path / "results"
+    keys = ["sk-account-alpha-1111", SecretStr("sk-account-beta-2222")]
+    vary = {"llm.api_key": keys, "cache": [{"backend": "memory", "password": "pw-in-a-section"}]}
+    probe = SecretEcho()
+    grid = Grid(BASE, vary, probe, seeds=[0, 1], cache_dir=cache)
+    assert [cell.config.llm.api_key.get_secret_value() for cell in grid.cells] == ["sk-account-alpha-1111", "sk-account-beta-2222"]
+    assert grid.keys[(0, 0)] != grid.keys[(1, 0)]
+    secret_file = cache / "secret.key"
+    assert secret_file.is_file() and (secret_file.stat().st_mode & 0o777) == 0o600
+
+    frame = await grid.run(progress=False)
+    assert len(probe.calls) == 4 and len(list(cache.glob("*.json"))) == 2  # each key's cell cached on its own
+    failed = frame[frame["status"] == "failed"]
+    assert failed["error"].tolist() == ["RuntimeError: invalid api key ********** for account"] * 2
+    assert set(frame["llm.api_key"]) == {"**********"} and set(frame["cache"]) == {'{"backend":"memory","password":"**********"}'}
+    assert grid.cells[0].label() == "llm.api_key='**********', cache={\"backend\":\"memory\",\"password\":\"**********\"}"
+    written = _everything_written(tmp_path) + frame.to_csv() + grid.frame("turn").to_csv() + repr(grid.cells[0].label())
+    for secret in ("sk-account-alpha-1111", "sk-account-beta-2222", "pw-in-a-section"):
+        assert secret not in written
+
+    again = Grid(BASE, vary, SecretEcho(), seeds=[0, 1], cache_dir=cache)  # the same secrets: the same keys, run after run
+    assert again.keys == grid.keys
+    frame = await again.run(progress=False)
+    computed = [(config.llm.api_key, seed) for config, seed in again.workload.calls]
+    assert computed == [(SecretStr("sk-account-alpha-1111"), 1), (SecretStr("sk-account-beta-2222"), 1)]  # the failures only
+    assert frame[frame["status"] == "ok"]["cached"].all()
+    elsewhere = Grid(BASE, vary, SecretEcho(), seeds=[0, 1], cache_dir=tmp_path / "other")  # another local secret
+    assert set(elsewhere.keys.values()).isdisjoint(grid.keys.values())
+
+
+def test_url_passwords_key_by_hmac_and_a_grid_without_cache_dir_or_secrets_writes_no_secret(tmp_path):
+    urls = ["postgresql+asyncpg://bench:first-pw@127.0.0.1:1/db", "postgresql+asyncpg://bench:second-pw@127.0.0.1:1/db"]
+    cache = tmp_path / "results"
+    grid = Grid(BASE, {"db_url": urls}, Probe(), cache_dir=cache)
+    assert grid.keys[(0, 0)] != grid.keys[(1, 0)] and Grid(BASE, {"db_url": urls}, Probe(), cache_dir=cache).keys == grid.keys
+    assert "first-pw" not in _everything_written(cache)
+    no_cache = Grid(BASE, {"llm.api_key": ["sk-a-1234", "sk-b-5678"]}, Probe())
+    assert len(set(no_cache.keys.values())) == 2
+    plain = Grid(BASE, {"analysis.search_mode": ["off"]}, Probe(), cache_dir=tmp_path / "plain")
+    assert not (tmp_path / "plain").exists() and plain.keys[(0, 0)] == cache_key(plain.cells[0].config, plain.workload, 0)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "secret.key").write_text("not hex")
+    with pytest.raises(ConfigError, match="secret.key is not a grid cache secret"):
+        Grid(BASE, {"db_url": urls}, Probe(), cache_dir=tmp_path / "broken")
 
 def test_timing_units_and_import_stays_light():
     assert {"ms", "s", "us", "ops/s"} <= TIMING_UNITS
