@@ -116,6 +116,17 @@ session_records = Table(
     Index("ix_session_records_user_activity", "user_id", "last_activity_at"),
 )
 
+# every dataset a session's turns read (one row per session, user, dataset): the delete cleaner's
+# candidates beyond the session's attributed dataset (memlab.provenance)
+session_datasets = Table(
+    "session_datasets",
+    metadata,
+    Column("session_id", String(255), primary_key=True),
+    Column("user_id", String(36), primary_key=True),
+    Column("dataset_id", String(36), primary_key=True),
+    Index("ix_session_datasets_dataset", "dataset_id"),
+)
+
 session_model_usage = Table(
     "session_model_usage",
     metadata,

@@ -7,9 +7,12 @@ Every deletion of permanent memory (``forget()``, ``datasets.delete_data()``,
 
 * **Dataset-level** (``whole_dataset``): every session attributed to the dataset
   (its recorded ``dataset_id`` in ``session_records``, or the name
-  ``default_session_<dataset_id>``), of every user, is deleted whole.
-* **Single document**: the candidate sessions are the dataset's plus those recorded
-  without a dataset. In each, :func:`contaminated` gives the turns whose
+  ``default_session_<dataset_id>``), of every user, is deleted whole; a session
+  attributed elsewhere whose turns read the dataset (``session_datasets``) gets the
+  targeted pass below with every removed element.
+* **Single document**: the candidate sessions are the dataset's, those recorded
+  without a dataset, and those whose turns read the dataset (``session_datasets``:
+  a turn records every dataset it searches). In each, :func:`contaminated` gives the turns whose
   ``used_graph_element_ids`` overlap the removed nodes or edges, closed under
   turn -> feedback referencing it -> guidance distilled from that feedback ->
   later turns that used that guidance, to a fixpoint; exactly those entries are
@@ -159,13 +162,17 @@ class SessionCleaner:
             candidates = await self.records.sessions_of_dataset(
                 event.dataset_id, f"{self.default_session_id}_{event.dataset_id}", include_unattributed=not event.whole_dataset
             )
+            readers = await self.records.sessions_reading(event.dataset_id)
         except Exception as exc:  # best effort by contract: the delete itself has completed
             logger.warning("session cleanup after deleting from dataset %s could not list sessions: %s", event.dataset_id, _error(exc))
             return CleanupReceipt(failures=[CleanupFailure(operation="list_sessions", error=_error(exc))])
         pairs = list(dict.fromkeys((str(record.user_id), record.session_id) for record in candidates))
-        if event.whole_dataset:
-            return await self._delete_whole(pairs, event.dry_run)
-        return await self._delete_contaminated(pairs, event.node_ids, event.edge_ids, event.dry_run)
+        if not event.whole_dataset:
+            return await self._delete_contaminated(list(dict.fromkeys(pairs + readers)), event.node_ids, event.edge_ids, event.dry_run)
+        whole = await self._delete_whole(pairs, event.dry_run)
+        attributed = set(pairs)
+        others = [pair for pair in dict.fromkeys(readers) if pair not in attributed]
+        return whole.merged(await self._delete_contaminated(others, event.node_ids, event.edge_ids, event.dry_run))
 
     async def forget_user(self, user_id: uuid.UUID, *, dry_run: bool = False) -> CleanupReceipt:
         """Delete every session recorded for ``user_id`` (``forget(everything=True)``); never raises."""

@@ -46,6 +46,7 @@ from memlab.metadata_tables import (
     dataset_permissions,
     datasets,
     pipeline_runs,
+    session_datasets,
     session_model_usage,
     session_records,
     users,
@@ -119,6 +120,11 @@ def _session_touch(insert: Callable[..., Any]) -> ClauseElement:
     )
 
 
+def _session_read(insert: Callable[..., Any]) -> ClauseElement:
+    """Record that a session read a dataset (nothing when it is recorded already)."""
+    return insert(session_datasets).values(**_binds("session_id", "user_id", "dataset_id")).on_conflict_do_nothing()
+
+
 def _data_insert(insert: Callable[..., Any]) -> ClauseElement:
     """Store a document; one whose content hash the dataset already holds is skipped (two writers may race on PostgreSQL)."""
     return (
@@ -188,6 +194,10 @@ STATEMENTS: dict[str, ClauseElement] = {
     "runs_delete": delete(pipeline_runs).where(pipeline_runs.c.dataset_id == bindparam("dataset_id")),
     # a terminal row is frozen: only a running one is touched, and a missing dataset_id is back-filled
     "session_touch": _session_touch(sqlite_insert),
+    "session_read": _session_read(sqlite_insert),
+    "sessions_reading_dataset": select(session_datasets.c.user_id, session_datasets.c.session_id)
+    .where(session_datasets.c.dataset_id == bindparam("dataset_id"))
+    .order_by(session_datasets.c.user_id, session_datasets.c.session_id),
     "sessions_of_dataset": select(*_RECORD_COLS)
     .where(or_(session_records.c.dataset_id == bindparam("dataset_id"), session_records.c.session_id == bindparam("default_name")))
     .order_by(session_records.c.started_at, session_records.c.user_id, session_records.c.session_id),
@@ -373,6 +383,7 @@ def statements_for(dialect: str) -> dict[str, ClauseElement]:
     return {
         **STATEMENTS,
         "session_touch": _session_touch(pg_insert),
+        "session_read": _session_read(pg_insert),
         "permission_insert": _permission_insert(pg_insert),
         "data_insert": _data_insert(pg_insert),
         "usage_model_upsert": _model_upsert(pg_insert),
@@ -724,24 +735,34 @@ class RelationalStore:
         await self._run(work, write=True)
 
     # session records
-    async def touch_session(self, user_id: uuid.UUID | str, session_id: str, dataset_id: uuid.UUID | None) -> None:
+    async def touch_session(
+        self, user_id: uuid.UUID | str, session_id: str, dataset_id: uuid.UUID | None, *, read: Sequence[uuid.UUID] = ()
+    ) -> None:
         """Record activity of (session, user): create a ``running`` row, or bump a running row's ``last_activity_at``.
 
         A row that is ``completed`` / ``failed`` is never changed (never resurrected);
-        a row without a dataset takes ``dataset_id`` when one is given. A user id that
-        is not a UUID (not a memlab user) is not recorded.
+        a row without a dataset takes ``dataset_id`` when one is given. ``read``: the
+        datasets the session's turn reads, kept in ``session_datasets`` (in the same
+        transaction). A user id that is not a UUID (not a memlab user) is not recorded.
         """
         try:
             user_id = uuid.UUID(str(user_id))
         except ValueError:
             return
         now = self.clock.now().isoformat()
-        await self._run(
-            lambda db: db.run(
-                "session_touch", session_id=session_id, user_id=str(user_id), dataset_id=str(dataset_id) if dataset_id else None, now=now
-            ),
-            write=True,
-        )
+        user, dataset = str(user_id), str(dataset_id) if dataset_id else None
+
+        def work(db: DB) -> None:
+            db.run("session_touch", session_id=session_id, user_id=user, dataset_id=dataset, now=now)
+            for read_id in dict.fromkeys(str(item) for item in read):
+                db.run("session_read", session_id=session_id, user_id=user, dataset_id=read_id)
+
+        await self._run(work, write=True)
+
+    async def sessions_reading(self, dataset_id: uuid.UUID) -> list[tuple[str, str]]:
+        """``(user_id, session_id)`` of every session whose turns read ``dataset_id`` (``session_datasets``)."""
+        rows = await self._run(lambda db: db.rows("sessions_reading_dataset", dataset_id=str(dataset_id)), write=False)
+        return [(str(row[0]), str(row[1])) for row in rows]
 
     async def sessions_of_dataset(self, dataset_id: uuid.UUID, default_name: str, *, include_unattributed: bool = False) -> list[SessionRecord]:
         """Sessions attributed to the dataset (its recorded ``dataset_id`` or the name ``default_name``), every user's.

@@ -276,3 +276,21 @@ async def test_the_persist_watermark_counts_bridged_turns_and_a_delete_lowers_it
     assert await mark() == 3
     texts = [record for record in await stack.datasets.list_data("main_dataset")]
     assert len(texts) == len(bridged) + 1  # only the new turn became a document
+
+
+@pytest.mark.parametrize("how", ["document", "dataset"])
+async def test_a_session_attributed_elsewhere_is_cleaned_when_a_dataset_it_read_loses_elements(stack, how):
+    """A session belongs to its first dataset; a later turn over every dataset still gets cleaned when another dataset's element goes."""
+    await stack.remember(CURIE, dataset="science")
+    turing = await stack.remember(TURING, dataset="history")
+    await stack.remember("Ada Lovelace wrote the first program.", dataset="history")
+    [kept] = await stack.search("Who discovered Polonium?", session_id="chat", datasets=["science"])
+    [mixed] = await stack.search("Where did Alan Turing work?", session_id="chat")  # every dataset the user can read
+    if how == "document":
+        result = await stack.forget(data_id=turing.data_ids[0], dataset="history")
+    else:
+        result = await stack.forget(dataset="history")
+    removed = set(result.node_ids) | set(result.edge_ids)
+    assert set(mixed.raw["used_node_ids"]) & removed
+    assert [(s.session_id, s.qa_ids, s.whole_session) for s in result.cleanup.sessions] == [("chat", [mixed.raw["qa_id"]], False)]
+    assert [turn.qa_id for turn in await stack.session.get_session("chat")] == [kept.raw["qa_id"]]

@@ -329,7 +329,7 @@ class RecallFlows:
             return
         session = self.sessions.resolve_session_id(session_id)
         async with self.sessions.turn_lock(acting.id, session):
-            await self.sessions.record_activity(acting.id, session, targets[0].id if len(targets) == 1 else None)
+            await self.sessions.record_activity(acting.id, session, targets[0].id if len(targets) == 1 else None, read=[t.id for t in targets])
             yield
 
     async def _store_answers(self, acting: Any, query: str, session_id: str, targets: list[Dataset], found: list[RecallResponse]) -> None:

@@ -370,7 +370,7 @@ class TurnRunner:
         mode, reason = self.choose(search_type, retriever, batch=batch)
         metered = self.usage.metered(user_id, session_id, _single_dataset(scope)) if self.usage is not None else contextlib.nullcontext()
         async with self.manager.turn_lock(user_id, session_id), metered:
-            await self.manager.record_activity(user_id, session_id, _single_dataset(scope))  # before retrieval: see memlab.provenance
+            await self.manager.record_activity(user_id, session_id, _single_dataset(scope), read=scope.dataset_ids)  # before retrieval: memlab.provenance
             port = SessionTurn(
                 self,
                 query,

@@ -15,7 +15,9 @@
   as created before migrations existed;
 * ``m0002_sessions_usage`` - ``session_records``, ``session_model_usage`` and ``api_keys``;
 * ``m0003_graph_snapshots`` - ``graph_snapshots`` and ``graph_snapshot_files`` (permanent
-  memory shared through PostgreSQL).
+  memory shared through PostgreSQL);
+* ``m0004_session_datasets`` - ``session_datasets``: every dataset a session's turns read
+  (the delete cleaner's candidates beyond the attributed dataset).
 
 Each lineage keeps its version in its own table (``memlab_cache_alembic_version``,
 ``memlab_metadata_alembic_version``), so a database shared with an application's own
@@ -138,7 +140,7 @@ CACHE = Lineage(
     schema=_cache_schema,
 )
 
-_METADATA_REVISIONS = ("m0001_initial", "m0002_sessions_usage", "m0003_graph_snapshots")
+_METADATA_REVISIONS = ("m0001_initial", "m0002_sessions_usage", "m0003_graph_snapshots", "m0004_session_datasets")
 METADATA = Lineage(
     name="metadata",
     directory=MIGRATIONS_DIR / "metadata",

@@ -20,8 +20,8 @@ import logging
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import Any, Literal, TypeVar, overload
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 import pydantic
 
@@ -37,8 +37,14 @@ from memlab.validation import check_id, check_text
 logger = logging.getLogger("memlab.session")
 T = TypeVar("T")
 
-#: ``activity(user_id, session_id, dataset_id)``: called after each stored turn or context entry
-ActivityRecorder = Callable[[str, str, "uuid.UUID | None"], Awaitable[None]]
+class ActivityRecorder(Protocol):
+    """``activity(user_id, session_id, dataset_id, read=...)``: called after each stored entry, and as a turn starts.
+
+    ``read``: the datasets the turn reads (empty for a plain write).
+    """
+
+    def __call__(self, user_id: str, session_id: str, dataset_id: uuid.UUID | None, *, read: Sequence[uuid.UUID] = ()) -> Awaitable[None]: ...
+
 
 #: Turns of conversation history given to the LLM: fixed, as in the seeds.
 HISTORY_LAST_N = 10
@@ -129,12 +135,12 @@ class SessionManager:
             logger.warning("session %s failed open (returning %r): %s", op, default, exc)
             return default
 
-    async def _record(self, user: str, session: str, dataset_id: uuid.UUID | None) -> None:
+    async def _record(self, user: str, session: str, dataset_id: uuid.UUID | None, read: Sequence[uuid.UUID] = ()) -> None:
         """Report a stored write to the activity recorder; a failure is logged once, never raised."""
         if self._activity is None:
             return
         try:
-            await self._activity(user, session, dataset_id)
+            await self._activity(user, session, dataset_id, read=read)
         except Exception as exc:  # the write is stored; only its record is missing
             if not self._activity_warned:
                 self._activity_warned = True
@@ -174,16 +180,19 @@ class SessionManager:
                     logger.warning("session turn lock of %r failed open (the turn runs unlocked): %s", session, exc)
             yield
 
-    async def record_activity(self, user_id: Any, session_id: str | None, dataset_id: uuid.UUID | None = None) -> None:
-        """Report activity of (user, session) to the activity recorder now (a turn does it before it retrieves).
+    async def record_activity(
+        self, user_id: Any, session_id: str | None, dataset_id: uuid.UUID | None = None, *, read: Sequence[uuid.UUID] = ()
+    ) -> None:
+        """Report a turn of (user, session) that reads the datasets ``read`` to the activity recorder, now.
 
-        A delete lists the sessions to clean from these records, so a turn's session is
-        recorded before the turn reads permanent memory (see :mod:`memlab.provenance`).
-        A recorder failure is logged, never raised.
+        A turn calls it before it reads permanent memory: a delete lists the sessions to
+        clean from these records (the session's dataset and every dataset it read; see
+        :mod:`memlab.provenance`). Caching off: nothing (no turn is stored). A recorder
+        failure is logged, never raised.
         """
         user, session = self._ids(user_id, session_id, dataset_id)
         if self.cache is not None:
-            await self._record(user, session, _check_dataset_id(dataset_id) or self.dataset_id)
+            await self._record(user, session, _check_dataset_id(dataset_id) or self.dataset_id, read)
 
     def _require_open(self) -> None:
         """``StackStateError`` when this manager belongs to a stack that is not open."""
