@@ -501,8 +501,9 @@ class PostgresRunner:
     async def advisory_lock(self, key: int, *, timeout: float) -> AsyncIterator[None]:
         """Hold the session-level advisory lock ``key`` on a connection of its own (not the pool's); :class:`AdvisoryLockTimeout` after ``timeout`` s.
 
-        The lock is taken with the blocking ``pg_advisory_lock`` under ``SET
-        lock_timeout`` (one round trip), so the server's lock manager queues the
+        A free lock is taken with ``pg_try_advisory_lock``; a held one with the blocking
+        ``pg_advisory_lock`` under ``SET lock_timeout`` (one round trip), so the server's
+        lock manager queues the
         waiters and grants the lock in the order they asked for it (a releasing
         process asking again queues behind them); a wait that times out ends the
         statement's implicit transaction and leaves the connection reusable. The lock
@@ -521,8 +522,10 @@ class PostgresRunner:
         clean = False
         try:
             wait_ms = max(1, int((deadline - time.monotonic()) * 1000))
-            try:  # the key is an int: formatted, so both statements go in one simple query
-                await conn.execute(f"SET lock_timeout = {wait_ms}; SELECT pg_advisory_lock({int(key)}::bigint)", timeout=wait_ms / 1000 + 30)
+            try:  # free (the server hands a released lock straight to its first waiter): one prepared round trip
+                if not await conn.fetchval("SELECT pg_try_advisory_lock($1::bigint)", key):
+                    # the key is an int: formatted, so both statements go in one simple query
+                    await conn.execute(f"SET lock_timeout = {wait_ms}; SELECT pg_advisory_lock({int(key)}::bigint)", timeout=wait_ms / 1000 + 30)
             except asyncpg.exceptions.LockNotAvailableError:
                 held_for = await conn.fetchval(_ADVISORY_HOLDER, (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)
                 clean = True  # it holds no lock
