@@ -178,3 +178,44 @@ def test_the_redis_turn_lock_lifetime_is_seconds_not_minutes():
     from memlab.cache import _redis
 
     assert _redis.TURN_LOCK_TTL_MS <= 15_000
+    assert _redis.TURN_WAITER_TTL_MS <= 5_000
+
+
+def _wait_until_killed(backend: str, tmp_path: str, waiter_ttl_ms: int, ready) -> None:
+    async def wait() -> None:
+        import memlab.cache._redis as redis_module
+
+        redis_module.TURN_WAITER_TTL_MS = waiter_ttl_ms
+        async with _handle(backend, tmp_path) as cache:
+            ready.set()
+            async with cache.turn_lock("u1", "crashed-waiter", timeout=600):
+                pass
+
+    asyncio.run(wait())
+
+
+@pytest.mark.parametrize("backend", SHARED)
+async def test_a_waiter_killed_in_the_queue_does_not_hold_up_the_turns_behind_it(backend, tmp_path, monkeypatch):
+    import memlab.cache._redis as redis_module
+
+    waiter_ttl_ms = 500  # Redis: how long a silent waiter keeps its place, shortened (the default is TURN_WAITER_TTL_MS)
+    monkeypatch.setattr(redis_module, "TURN_WAITER_TTL_MS", waiter_ttl_ms)
+    async with supply_backend(backend, tmp_path=tmp_path) as holder, supply_backend(backend, tmp_path=tmp_path) as waiter:
+        ctx = multiprocessing.get_context("spawn")
+        ready = ctx.Event()
+        child = ctx.Process(target=_wait_until_killed, args=(backend, str(tmp_path), waiter_ttl_ms, ready))
+        try:
+            async with holder.turn_lock("u1", "crashed-waiter", timeout=5):
+                child.start()
+                assert await asyncio.to_thread(ready.wait, 60), "the child never started"
+                await asyncio.sleep(0.5)  # it queues behind the holder
+                os.kill(child.pid, signal.SIGKILL)
+                await asyncio.to_thread(child.join, 30)
+            released = time.monotonic()
+            async with waiter.turn_lock("u1", "crashed-waiter", timeout=30):
+                behind = time.monotonic() - released
+        finally:
+            if child.is_alive():
+                child.kill()
+                await asyncio.to_thread(child.join, 30)
+    assert behind < 1.0 + waiter_ttl_ms / 1000, behind
