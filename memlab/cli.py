@@ -14,6 +14,13 @@
     memlab serve [--host H] [--port P] [--workers N]   the HTTP read API (memlab.api) on the stack from the environment
     memlab users create-key NAME     a new API key of user NAME (created when no user has that name), printed once
     memlab users revoke-key KEY      revoke an API key
+
+Every command reads its settings from the environment and from ``./.env`` (or the
+file ``memlab --env-file PATH ...`` names; see :mod:`memlab._cli_env`); a variable set
+in the environment wins over the file. A memlab error, a missing extra or a store that
+cannot be reached ends the command with one line, ``memlab: error: ...``, on stderr
+and exit status 1 (2 for a usage or configuration error); any other exception is a
+bug in memlab and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -25,9 +32,13 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from memlab._cli_env import DEFAULT_ENV_FILE, env_file_applied
 from memlab.exceptions import UsageError
+
+if TYPE_CHECKING:
+    from memlab.config import StackConfig
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:
@@ -69,8 +80,22 @@ def _names(text: str) -> tuple[str, ...]:
 def build_parser() -> argparse.ArgumentParser:
     from memlab import __version__
 
-    parser = argparse.ArgumentParser(prog="memlab", description="memlab: a research toolkit for agent memory.")
+    parser = argparse.ArgumentParser(
+        prog="memlab",
+        description="memlab: a research toolkit for agent memory. Every command builds its stack from environment "
+        f"variables (MEMLAB_DATA_ROOT, CACHE_BACKEND, MEMLAB_DB_URL, ...) and from the dotenv file {DEFAULT_ENV_FILE} in "
+        "the working directory, when there is one, or the file --env-file names; a variable set in the environment "
+        "wins over the file.",
+        epilog="Exit status: 0 done; 1 the run failed (a store unreachable, an error of memlab, said in one line "
+        "'memlab: error: ...' on stderr); 2 a bad option, value or setting.",
+    )
     parser.add_argument("--version", action="version", version=f"memlab {__version__}")
+    parser.add_argument(
+        "--env-file",
+        type=Path,
+        metavar="PATH",
+        help=f"read settings from this dotenv file instead of {DEFAULT_ENV_FILE} (given before the command; it must exist)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = commands.add_parser(
@@ -251,6 +276,22 @@ def build_parser() -> argparse.ArgumentParser:
     create_key.add_argument("name", metavar="NAME", help="user name or id")
     revoke_key = user_commands.add_parser("revoke-key", help="revoke an API key", description="Revoke an API key; exit 1 when it is unknown or already revoked.")
     revoke_key.add_argument("key", metavar="KEY")
+    handlers = {
+        demo: _demo,
+        cache: _bench_cache,
+        ingest: _bench_ingest,
+        recall: _bench_recall,
+        modes: _bench_modes,
+        cleanup: _bench_cleanup,
+        usage: _bench_usage,
+        quality: _bench_quality,
+        serve_bench: _bench_serve,
+        serve: _serve,
+        create_key: _users_create_key,
+        revoke_key: _users_revoke_key,
+    }
+    for command, run in handlers.items():
+        command.set_defaults(run=run)
     return parser
 
 
@@ -290,6 +331,24 @@ def _write_json(args: argparse.Namespace, document: object) -> None:
 
 
 
+async def _require_stores(config: "StackConfig", *, cache: bool = True, metadata: bool = True) -> None:
+    """Open and close the session cache and the metadata database of ``config``: raise the ``BackendError`` of one that is down.
+
+    For a command that cannot proceed without them, where a stack would fail open (the
+    session cache) or fail somewhere the command cannot say it in one line. The cache is
+    opened on its own, first, so that one that is down raises before a stack logs it.
+    """
+    from memlab.config import build_cache_backend
+    from memlab.stack import MemoryStack
+
+    if cache and (backend := build_cache_backend(config, None)) is not None:
+        async with backend:
+            pass
+    if metadata:
+        async with MemoryStack.from_config(config):
+            pass
+
+
 def _demo(args: argparse.Namespace) -> int:
     from memlab.config import StackConfig
 
@@ -307,12 +366,13 @@ def _demo(args: argparse.Namespace) -> int:
     from memlab.demo import ModeDemoSpec, run_mode_demo
 
     spec = ModeDemoSpec(turns=args.turns, documents=args.documents, latency_ms=args.latency_ms, seed=args.seed)
+    asyncio.run(_require_stores(config))  # every mode's runs would fail on them: say which store, once
     result = asyncio.run(run_mode_demo(config, spec, progress=not args.quiet))
     return 1 if not result.failed.empty else 0
 
 
 def _bench_cache(args: argparse.Namespace) -> int:
-    from memlab.bench.cache import CacheBenchSpec, environment, format_table, results_document, run_bench_cache
+    from memlab.bench.cache import CacheBenchSpec, environment, format_table, results_document, run_bench_cache, skipped_backends
 
     from memlab.config import CACHE_BACKENDS
 
@@ -332,7 +392,10 @@ def _bench_cache(args: argparse.Namespace) -> int:
     env = environment()
     _print_table(args, format_table(rows, spec, env))
     _write_json(args, results_document(rows, spec, env))
-    return 0
+    failed = {name: reason for name, reason in skipped_backends(rows).items() if reason.startswith("error: ")}
+    for name, reason in failed.items():  # a store that failed fails the run; a skipped one does not
+        print(f"memlab: error: {name}: {reason.removeprefix('error: ')}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _bench_ingest(args: argparse.Namespace) -> int:
@@ -438,12 +501,11 @@ def _bench_quality(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from memlab.config import StackConfig
 
-    StackConfig.from_env()  # a bad environment is a usage error before the server starts
-    try:
-        from memlab.api import serve
-    except ImportError as exc:
-        print(f"memlab: error: {exc}", file=sys.stderr)
-        return 1
+    config = StackConfig.from_env()  # a bad environment is a usage error before the server starts
+    from memlab.api import serve  # without memlab[api]: an ImportError naming it, one line (main)
+
+    # a metadata database that is down would fail each worker's startup inside uvicorn; the cache fails open
+    asyncio.run(_require_stores(config, cache=False))
     serve(host=args.host, port=args.port, workers=args.workers)
     return 0
 
@@ -512,6 +574,9 @@ def _bench_usage(args: argparse.Namespace) -> int:
 
 
 def _bench_serve(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from memlab.bench.cache import bench_config
     from memlab.bench.serve import ServeBenchSpec, format_serve_table, run_bench_serve
 
     spec = ServeBenchSpec(
@@ -522,10 +587,45 @@ def _bench_serve(args: argparse.Namespace) -> int:
         single_seconds=args.single_seconds,
         sessions=args.sessions,
     )
+    if os.environ.get("MEMLAB_TEST_REDIS_URL", "").strip():  # seeding would fail open on a Redis that is down
+        asyncio.run(_require_stores(bench_config("redis", Path(tempfile.gettempdir())), metadata=False))
     result = asyncio.run(run_bench_serve(spec, progress=_progress(args)))
     _print_table(args, format_serve_table(result))
     _write_json(args, result)
     return 0
+
+
+def _outside_failures() -> tuple[type[BaseException], ...]:
+    """The errors not memlab's that still end the command with one line (see :func:`main`).
+
+    A missing extra (``ImportError``) and a store that cannot be reached outside memlab's
+    wrappers: ``OSError`` (refused, timed out, unresolvable) and the drivers' own errors,
+    those of the drivers this run imported.
+    """
+    found: list[type[BaseException]] = [ImportError, OSError]
+    for module, name in (("redis.exceptions", "RedisError"), ("asyncpg.exceptions", "PostgresError"), ("sqlalchemy.exc", "DBAPIError")):
+        error = getattr(sys.modules.get(module), name, None)
+        if isinstance(error, type) and issubclass(error, BaseException):
+            found.append(error)
+    return tuple(found)
+
+
+def _error_line(exc: BaseException) -> str:
+    """``memlab: error: <message>`` on one line (the class name first for a driver's or the system's error)."""
+    from memlab.exceptions import MemlabError
+
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    if not isinstance(exc, (MemlabError, ImportError)):  # an ImportError names the module (memlab's, the extra)
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return f"memlab: error: {text}"
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    run: Callable[[argparse.Namespace], int] | None = getattr(args, "run", None)
+    if run is None:  # no command, or a command group without its subcommand
+        getattr(args, "print_help", parser.print_help)(sys.stderr)
+        return 2
+    return run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -533,45 +633,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     0 success; 1 a run that failed (a store or the LLM failed); 2 a usage error:
     a bad option or value (argparse's own errors, an unknown name, a memlab
-    ``ValidationError`` or ``ConfigError`` from an argument or the environment).
+    ``ValidationError`` or ``ConfigError`` from an argument, the env file or the
+    environment). ``./.env`` (or ``--env-file``) is applied to ``os.environ`` for the
+    run (see :mod:`memlab._cli_env`). Every memlab error, a missing extra
+    (``ImportError``) and a store's connection failure (``OSError``, a driver's error:
+    :func:`_outside_failures`) print one line, ``memlab: error: ...``,
+    on stderr; other exceptions propagate (a bug keeps its traceback).
     """
     from memlab.exceptions import ConfigError, MemlabError, ValidationError
 
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.command == "demo":
-            return _demo(args)
-        if args.command == "bench" and args.bench == "cache":
-            return _bench_cache(args)
-        if args.command == "bench" and args.bench == "ingest":
-            return _bench_ingest(args)
-        if args.command == "bench" and args.bench == "recall":
-            return _bench_recall(args)
-        if args.command == "bench" and args.bench == "modes":
-            return _bench_modes(args)
-        if args.command == "bench" and args.bench == "cleanup":
-            return _bench_cleanup(args)
-        if args.command == "bench" and args.bench == "usage":
-            return _bench_usage(args)
-        if args.command == "bench" and args.bench == "quality":
-            return _bench_quality(args)
-        if args.command == "bench" and args.bench == "serve":
-            return _bench_serve(args)
-        if args.command == "serve":
-            return _serve(args)
-        if args.command == "users" and args.users == "create-key":
-            return _users_create_key(args)
-        if args.command == "users" and args.users == "revoke-key":
-            return _users_revoke_key(args)
+        with env_file_applied(args.env_file):
+            return _run(parser, args)
     except (ValidationError, ConfigError) as exc:  # UsageError is a ValidationError
-        print(f"memlab: error: {exc}", file=sys.stderr)
+        print(_error_line(exc), file=sys.stderr)
         return 2
     except MemlabError as exc:
-        print(f"memlab: error: {exc}", file=sys.stderr)
+        print(_error_line(exc), file=sys.stderr)
         return 1
     except BrokenPipeError:  # e.g. `memlab demo | head`: stop quietly
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stdout at exit; keep it from failing again
         return 1
-    getattr(args, "print_help", parser.print_help)(sys.stderr)  # a command group without its subcommand
-    return 2
+    except _outside_failures() as exc:
+        print(_error_line(exc), file=sys.stderr)
+        return 1

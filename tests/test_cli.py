@@ -1,8 +1,9 @@
-"""The `memlab` command: `bench cache` and `demo` (no timing assertions here)."""
+"""The `memlab` command: `bench cache`, `demo`, and `./.env` / `--env-file` (no timing assertions here)."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,13 @@ from memlab.cli import main
 
 SMALL = ["bench", "cache", "--n", "50", "--sessions", "5", "--per-session", "4", "--repeats", "1", "--quiet"]
 
-_STACK_ENV = ("CACHING", "CACHE_BACKEND", "CACHE_DB_URL", "SESSION_TTL_SECONDS", "MEMLAB_TTL_POLICY", "SESSION_SEARCH_MODE")
+_STACK_ENV = ("CACHING", "CACHE_BACKEND", "CACHE_DB_URL", "MEMLAB_DB_URL", "SESSION_TTL_SECONDS", "MEMLAB_TTL_POLICY", "SESSION_SEARCH_MODE")
+
+
+@pytest.fixture(autouse=True)
+def _no_dot_env_of_the_checkout(tmp_path, monkeypatch):
+    """Run each command in a fresh folder: a developer's ./.env is not read."""
+    monkeypatch.chdir(tmp_path)
 
 
 def test_bench_cache_prints_backends_and_raw_ceiling(capsys, tmp_path):
@@ -153,3 +160,80 @@ def test_demo_rejects_bad_options(demo_env, capsys):
     with pytest.raises(SystemExit):
         main(["demo", "walkthrough"])
     assert "invalid choice: 'walkthrough'" in capsys.readouterr().err
+
+
+# -- ./.env and --env-file ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """The working directory of the command (a fresh folder), with no stack settings in the environment."""
+    for name in (*_STACK_ENV, "MEMLAB_DATA_ROOT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("EMBEDDING_MODEL", "memlab/hashing")
+    return tmp_path
+
+
+def _cache_backend(capsys) -> str:
+    line = next(line for line in capsys.readouterr().out.splitlines() if "cache backend: " in line and "(" in line)
+    return line.split(":", 1)[1].split()[0]
+
+
+def test_dot_env_in_the_working_directory_configures_the_stack(workdir, capsys):
+    (workdir / ".env").write_text(f"CACHE_BACKEND=memory\nMEMLAB_DATA_ROOT={workdir / 'from-dotenv'}\n")
+    assert main(["demo", "session"]) == 0
+    out = capsys.readouterr().out
+    assert "cache backend:  memory (MemoryCache)" in out
+    assert f"data root:      {(workdir / 'from-dotenv').resolve()}" in out
+    assert "CACHE_BACKEND" not in os.environ and "MEMLAB_DATA_ROOT" not in os.environ  # for the run only
+
+
+@pytest.mark.parametrize("value", ["sqlite", ""], ids=["set", "empty"])
+def test_the_environment_wins_over_dot_env_and_an_empty_variable_counts_as_unset(workdir, monkeypatch, capsys, value):
+    (workdir / ".env").write_text("CACHE_BACKEND=memory\n")
+    monkeypatch.setenv("MEMLAB_DATA_ROOT", str(workdir / "data"))
+    monkeypatch.setenv("CACHE_BACKEND", value)
+    assert main(["demo", "session"]) == 0
+    assert _cache_backend(capsys) == (value or "memory")  # pydantic-settings' rule: empty values are ignored
+    assert os.environ["CACHE_BACKEND"] == value
+
+
+def test_env_file_names_another_file_and_dot_env_is_not_read(workdir, monkeypatch, capsys):
+    (workdir / ".env").write_text("CACHE_BACKEND=no_such_backend\n")
+    (workdir / "lab.env").write_text(f"CACHE_BACKEND=memory\nMEMLAB_DATA_ROOT={workdir / 'data'}\n")
+    assert main(["--env-file", "lab.env", "demo", "session"]) == 0
+    assert _cache_backend(capsys) == "memory"
+
+
+def test_a_missing_env_file_is_a_one_line_usage_error(workdir, capsys):
+    assert main(["--env-file", "nope.env", "demo", "session"]) == 2
+    assert capsys.readouterr().err == "memlab: error: --env-file nope.env: no such file\n"
+    assert main(["--env-file", ".", "demo"]) == 2
+    assert "not a file" in capsys.readouterr().err
+
+
+def test_a_bad_value_in_dot_env_is_a_config_error(workdir, capsys):
+    (workdir / ".env").write_text("CACHE_BACKEND=no_such_backend\n")
+    assert main(["demo", "session"]) == 2
+    assert "unknown cache backend 'no_such_backend'" in capsys.readouterr().err
+
+
+def test_serve_has_the_file_applied_before_uvicorn_starts_its_workers(workdir, monkeypatch):
+    """The workers (processes uvicorn spawns) inherit ``os.environ``: the file's values are in it at serve()."""
+    (workdir / ".env").write_text(f"CACHE_BACKEND=memory\nMEMLAB_DATA_ROOT={workdir / 'data'}\nMEMLAB_OFFLINE_LATENCY_MS=7\n")
+    api = pytest.importorskip("memlab.api")
+    seen = []
+    monkeypatch.setattr(api, "serve", lambda **options: seen.append({k: os.environ.get(k) for k in ("CACHE_BACKEND", "MEMLAB_OFFLINE_LATENCY_MS")}))
+    assert main(["serve", "--workers", "2"]) == 0
+    assert seen == [{"CACHE_BACKEND": "memory", "MEMLAB_OFFLINE_LATENCY_MS": "7"}]
+    assert (workdir / "data" / "memlab.db").is_file()  # the pre-start check opened the stack of the file's data root
+
+
+def test_help_says_where_settings_come_from(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--env-file PATH" in text and ".env in the working directory" in text
+    assert "a variable set in the environment wins over the file" in text
+
+
