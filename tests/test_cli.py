@@ -237,3 +237,12 @@ def test_help_says_where_settings_come_from(capsys):
     assert "a variable set in the environment wins over the file" in text
 
 
+
+
+def test_the_mode_table_of_a_run_where_every_mode_failed_is_the_headings_alone():
+    import pandas
+
+    from memlab.demo import format_mode_table
+
+    lines = format_mode_table(pandas.DataFrame({"analysis.search_mode": []})).splitlines()
+    assert len(lines) == 2 and lines[0].startswith("mode") and set(lines[1]) <= {"-", " "}

@@ -88,7 +88,7 @@ def format_mode_table(summary: "pandas.DataFrame") -> str:
             value = row.get(metric)
             cells.append("-" if value is None or value != value else f"{value:,.{decimals}f}")
         rows.append(cells)
-    widths = [max(len(headings[i]), *(len(row[i]) for row in rows)) for i in range(len(headings))]
+    widths = [max([len(headings[i]), *(len(row[i]) for row in rows)]) for i in range(len(headings))]  # rows may be empty
     lines = ["  ".join(text.ljust(width) if i == 0 else text.rjust(width) for i, (text, width) in enumerate(zip(line, widths)))
              for line in [headings, *rows]]
     lines.insert(1, "  ".join("-" * width for width in widths))
