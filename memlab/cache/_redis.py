@@ -172,12 +172,15 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], 2 * tonumber(ARGV[2]))
 return 1
 """
-#: leave the queue, and delete the lock only while it holds the caller's token
+#: leave the queue, and delete the lock only while it holds the caller's token; a session nobody holds or waits for
+#: keeps no keys
 _TURN_RELEASE = """
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
+local released = 0
+if redis.call('GET', KEYS[1]) == ARGV[1] then released = redis.call('DEL', KEYS[1]) end
+if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[2]) == 0 then redis.call('DEL', KEYS[2], KEYS[3], KEYS[4]) end
+return released
 """
 
 CONNECT_TIMEOUT_SECONDS = 2.0
@@ -815,7 +818,7 @@ class RedisCache(CacheBackend):
                     break
                 granted_before = granted if granted_before is None else granted_before
                 if time.monotonic() - started >= timeout:
-                    await scripts.turn_release(keys=keys[:3], args=[token])
+                    await scripts.turn_release(keys=keys, args=[token])
                     raise lock_timeout(
                         user_id, session_id, waited=time.monotonic() - started, turns=granted - granted_before,
                         held_for=held_ms / 1000 if held_ms >= 0 else None, ahead=ahead,
@@ -826,7 +829,7 @@ class RedisCache(CacheBackend):
             raise
         except BaseException as exc:
             with contextlib.suppress(Exception):  # else the waiter's heartbeat runs out
-                await scripts.turn_release(keys=keys[:3], args=[token])
+                await scripts.turn_release(keys=keys, args=[token])
             if isinstance(exc, Exception):
                 raise CacheConnectionError(self._describe("turn_lock", exc)) from exc
             raise
@@ -838,7 +841,7 @@ class RedisCache(CacheBackend):
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
             try:
-                await scripts.turn_release(keys=keys[:3], args=[token])
+                await scripts.turn_release(keys=keys, args=[token])
             except Exception as exc:  # the key expires by itself; the turn is done
                 logger.warning("redis cache at %s: releasing the turn lock of %r failed: %s", self.where, session_id, exc)
 
