@@ -752,13 +752,18 @@ def sql_cache_url(config: StackConfig, environ: Mapping[str, str] | None = None)
     raise ConfigError(f"cache backend {config.cache.backend!r} is not a SQL backend; migrations apply to sqlite and postgres")
 
 
-def build_cache_backend(config: StackConfig, clock):
-    """The cache backend the config names, or None when caching is off."""
+def build_cache_backend(config: StackConfig, clock, *, ttl: Any = None):
+    """The cache backend the config names, or None when caching is off.
+
+    ``ttl`` is the :class:`~memlab.ttl.TTLPolicy` the backend stamps expiries with;
+    None builds the one ``config.ttl`` describes (:func:`build_ttl_policy`).
+    """
     cache = config.cache
     if not cache.enabled:
         return None
     cls = _load(CACHE_BACKENDS[cache.backend])
-    common = {"ttl": build_ttl_policy(config), "clock": clock, "purge_interval_seconds": cache.purge_interval_seconds}
+    policy = ttl if ttl is not None else build_ttl_policy(config)
+    common = {"ttl": policy, "clock": clock, "purge_interval_seconds": cache.purge_interval_seconds}
     if cache.backend == "memory":
         return cls(**common)
     if cache.backend in ("sqlite", "postgres"):

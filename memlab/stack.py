@@ -1,7 +1,7 @@
 """MemoryStack: the composition root.
 
-It builds every strategy (from :mod:`memlab.config`) and service (stores, users,
-datasets, session manager, retriever registry) and wires them into the flows of
+It takes the strategy objects it is given, builds the others (from :mod:`memlab.config`)
+and every service (stores, users, datasets, session manager), and wires them into the flows of
 :mod:`memlab.flows`; it owns open/close, and each public method checks the
 lifecycle and delegates to its flow in one call.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 import functools
 import logging
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from memlab._clock import Clock, SystemClock
+from memlab.clock import Clock, SystemClock
 from memlab._sqlrun import resolve_url
 from memlab.config import (
     StackConfig,
@@ -35,14 +35,21 @@ from memlab.lifecycle import Lifecycle, StackState
 from memlab.models import ForgetResult, ImproveResult, RecallResponse, RememberResult
 from memlab.provenance import SessionCleaner
 from memlab.relational import RelationalStore
-from memlab.retrievers import Retrievers
+from memlab.retrievers import Retriever, Retrievers, SearchType, parse_search_type
 from memlab.session import SessionAPI, SessionManager
 from memlab.usage import UsageAPI, UsageRecorder
 from memlab.users import Users
 
 if TYPE_CHECKING:
+    from memlab.analysis import AnalysisMode
+    from memlab.cache import CacheBackend
+    from memlab.embeddings import Embedder
     from memlab.flows.recall import RecallFlows
     from memlab.graph import PermanentMemory, SnapshotStore
+    from memlab.llm import LLMClient
+    from memlab.merge import MergePolicy
+    from memlab.session.retrievers import SessionRetriever
+    from memlab.ttl import TTLPolicy
 
 logger = logging.getLogger("memlab.stack")
 
@@ -59,20 +66,191 @@ def _check_data_root(root: Path) -> None:
         raise ConfigError(f"data root {str(root)!r} is not a writable directory: {exc.strerror or exc}") from None
 
 
+class _Injected(TypedDict, total=False):
+    """The strategy objects :class:`MemoryStack` (and ``from_config`` / ``from_env``) take instead of building them."""
+
+    cache: "CacheBackend | None"
+    ttl: "TTLPolicy | None"
+    session_retriever: "SessionRetriever[Any] | None"
+    analysis: "AnalysisMode | None"
+    merge: "MergePolicy | None"
+    llm: "LLMClient | None"
+    embedder: "Embedder | None"
+    retrievers: "Retrievers | Mapping[SearchType | str, Retriever] | None"
+    clock: Clock | None
+
+
+def _families() -> dict[str, tuple[str, type, str]]:
+    """keyword -> (family, base class, its public name) of each injectable strategy object."""
+    from memlab.analysis import AnalysisMode
+    from memlab.cache import CacheBackend
+    from memlab.embeddings import Embedder
+    from memlab.llm import LLMClient
+    from memlab.merge import MergePolicy
+    from memlab.session.retrievers import SessionRetriever
+    from memlab.ttl import TTLPolicy
+
+    return {
+        "cache": ("cache backend", CacheBackend, "memlab.cache.CacheBackend"),
+        "ttl": ("TTL policy", TTLPolicy, "memlab.ttl.TTLPolicy"),
+        "session_retriever": ("session retriever", SessionRetriever, "memlab.session.retrievers.SessionRetriever"),
+        "analysis": ("analysis mode", AnalysisMode, "memlab.analysis.AnalysisMode"),
+        "merge": ("merge policy", MergePolicy, "memlab.merge.MergePolicy"),
+        "llm": ("LLM client", LLMClient, "memlab.llm.LLMClient"),
+        "embedder": ("embedder", Embedder, "memlab.embeddings.Embedder"),
+    }
+
+
+def _wrong_type(keyword: str, family: str, expected: str, value: Any) -> ConfigError:
+    hint = f"the class {value.__qualname__}: pass an instance" if isinstance(value, type) else f"a {type(value).__name__}"
+    return ConfigError(f"{keyword}= must be a {family} (an instance of {expected}), got {hint}")
+
+
+def _check_types(objects: Mapping[str, Any]) -> None:
+    """``ConfigError`` naming the family and base class of the first passed object of the wrong type."""
+    for keyword, (family, base, expected) in _families().items():
+        value = objects.get(keyword)
+        if value is not None and not isinstance(value, base):
+            raise _wrong_type(keyword, family, expected, value)
+    clock = objects.get("clock")
+    if clock is not None and not (callable(getattr(clock, "now", None)) and callable(getattr(clock, "monotonic", None))):
+        raise _wrong_type("clock", "clock", "memlab.clock.Clock, with now() and monotonic()", clock)
+
+
+def _same_clock(first: Clock, second: Clock) -> bool:
+    """The same object, or two real clocks (every ``SystemClock`` reads the same time)."""
+    return first is second or (type(first) is SystemClock and type(second) is SystemClock)
+
+
+class _GivenRetrievers(Retrievers):
+    """The default registry, with the retrievers of some search types given as instances."""
+
+    def __init__(self, given: dict[SearchType, Retriever]) -> None:
+        super().__init__()
+        self.given = given
+
+    def get(self, search_type: SearchType | str) -> Any:
+        key = parse_search_type(search_type)
+        found = self.given.get(key)
+        return found if found is not None else super().get(key)
+
+
+def _retriever_registry(retrievers: Any) -> Retrievers:
+    """``retrievers=`` as a registry: a ``Retrievers`` as is; a mapping over the defaults; ``ConfigError`` otherwise."""
+    if retrievers is None:
+        return Retrievers()
+    if isinstance(retrievers, Retrievers):
+        return retrievers
+    expected = "memlab.retrievers.Retrievers, or a mapping SearchType -> memlab.retrievers.Retriever"
+    if not isinstance(retrievers, Mapping):
+        raise _wrong_type("retrievers", "retriever registry", expected, retrievers)
+    given: dict[SearchType, Retriever] = {}
+    for key, retriever in retrievers.items():
+        try:
+            search_type = parse_search_type(key)
+        except MemlabError:
+            raise ConfigError(f"retrievers= keys must be search types (memlab.SearchType), got {key!r}") from None
+        if not isinstance(retriever, Retriever):
+            raise _wrong_type(f"retrievers[{search_type.value}]", "retriever", "memlab.retrievers.Retriever", retriever)
+        given[search_type] = retriever
+    return _GivenRetrievers(given)
+
+
+def _stack_clock(config: StackConfig, cache: "CacheBackend | None", ttl: "TTLPolicy | None", clock: Clock | None) -> Clock:
+    """The stack's clock, after the rules that tie a passed cache, TTL policy and clock together."""
+    if cache is not None and not config.cache.enabled:
+        raise ConfigError("cache= was given but the config turns caching off (cache.enabled=False); drop one of them")
+    if ttl is not None and not config.cache.enabled:
+        raise ConfigError("ttl= was given but the config turns caching off (cache.enabled=False): no cache would use it")
+    if cache is None:
+        return clock if clock is not None else SystemClock()
+    if ttl is not None and ttl is not cache.ttl:
+        raise ConfigError(
+            f"cache= and ttl= disagree: the cache stamps with its own TTL policy ({cache.ttl!r}), not {ttl!r}; "
+            "build the cache with ttl=... and leave ttl= out"
+        )
+    if clock is not None and not _same_clock(clock, cache.clock):
+        raise ConfigError(
+            f"cache= and clock= disagree: the cache reads its own clock ({cache.clock!r}), not {clock!r}; "
+            "build the cache with clock=... (the same object) or leave clock= out"
+        )
+    return cache.clock if clock is None else clock
+
+
 class MemoryStack:
     """A configured memory system. Build with :meth:`from_config` / :meth:`from_env`.
 
     Use as ``async with stack:`` (or ``await stack.open()`` / ``await stack.close()``).
-    Strategy instances are built from the config by :mod:`memlab.config` only.
+
+    Objects in, names optional: every strategy keyword takes an instance, which the
+    stack uses as it is; whatever is not passed is built from ``config`` by
+    :mod:`memlab.config`. The keywords (the same on :meth:`from_config` and
+    :meth:`from_env`) and the base class each must be an instance of:
+
+    * ``cache``: a :class:`memlab.cache.CacheBackend`, the session cache (``stack.cache``);
+    * ``ttl``: a :class:`memlab.ttl.TTLPolicy`, for the cache the stack builds;
+    * ``session_retriever``: a :class:`memlab.session.retrievers.SessionRetriever`, recall's session lane;
+    * ``analysis``: a :class:`memlab.analysis.AnalysisMode`, how every ``search()`` turn runs;
+    * ``merge``: a :class:`memlab.merge.MergePolicy`, how a dual-query turn merges its lanes;
+    * ``llm``: a :class:`memlab.llm.LLMClient`, answers, analysis, extraction and distillation;
+    * ``embedder``: a :class:`memlab.embeddings.Embedder`;
+    * ``retrievers``: a :class:`memlab.retrievers.Retrievers` (or a mapping, below), per search type;
+    * ``clock``: a :class:`memlab.clock.Clock` (``now()``, ``monotonic()``), read by every time-dependent part.
+
+    A value of the wrong type (or a class where an instance is due) raises
+    :class:`~memlab.exceptions.ConfigError` naming the keyword, the family and the
+    base class, before anything is built or opened (no file is created).
+
+    Collaborators. A strategy that needs another gets the stack's one when the stack
+    builds it; a passed object already holds its own and is never rewired:
+
+    * ``ttl=`` alone: the cache the stack builds stamps with it (instead of the policy
+      ``config.ttl`` describes).
+    * ``cache=`` alone: the cache keeps its own TTL policy and clock, and the stack
+      adopts that clock (``stack.clock is cache.clock``), so one time source serves all.
+    * ``cache=`` with ``ttl=``: ``ConfigError`` (ambiguous), unless ``ttl`` is the
+      cache's own policy (``ttl is cache.ttl``).
+    * ``cache=`` with ``clock=``: the clock must be the cache's own (the same object;
+      any two :class:`~memlab.clock.SystemClock` agree), else ``ConfigError``.
+    * A built cache, and every other built part, reads ``clock`` (default: the real clock).
+    * ``embedder=`` serves permanent memory, the chunk sizes derived from its window,
+      and the ``vector`` / ``hybrid`` session retriever the stack builds. A passed
+      ``session_retriever`` is used as is: one that embeds was given its embedder when
+      it was made (pass the same object as ``embedder=`` to share it).
+    * ``retrievers=``: a :class:`~memlab.retrievers.Retrievers` is used as is; a mapping
+      ``{SearchType (or its name): Retriever instance}`` replaces those search types'
+      retrievers and keeps the defaults for the rest. Retrievers read the embedder and
+      LLM from the stack at each call (``scope.memory.embedder``, ``scope.llm``).
+    * "No cache" is said by the config (``cache.enabled=False``); ``cache=`` or
+      ``ttl=`` with caching off is a ``ConfigError``.
     """
 
-    def __init__(self, config: StackConfig, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: StackConfig,
+        *,
+        cache: "CacheBackend | None" = None,
+        ttl: "TTLPolicy | None" = None,
+        session_retriever: "SessionRetriever[Any] | None" = None,
+        analysis: "AnalysisMode | None" = None,
+        merge: "MergePolicy | None" = None,
+        llm: "LLMClient | None" = None,
+        embedder: "Embedder | None" = None,
+        retrievers: "Retrievers | Mapping[SearchType | str, Retriever] | None" = None,
+        clock: Clock | None = None,
+    ) -> None:
+        _check_types(
+            {"cache": cache, "ttl": ttl, "session_retriever": session_retriever, "analysis": analysis, "merge": merge, "llm": llm,
+             "embedder": embedder, "clock": clock}
+        )
+        registry = _retriever_registry(retrievers)
         self.config = config
-        self.clock: Clock = clock or SystemClock()
+        self.clock: Clock = _stack_clock(config, cache, ttl, clock)
         self.lifecycle = Lifecycle()
-        self.cache = build_cache_backend(config, self.clock)
+        #: the session cache (a CacheBackend, None when caching is off); typed Any: callers read backend-specific attributes
+        self.cache: Any = cache if cache is not None else build_cache_backend(config, self.clock, ttl=ttl)
         self._relational = RelationalStore(Path(config.data_root) / "memlab.db", self.clock, url=config.db_url)
-        self.embedder = build_embedder(config)  # loads nothing until its first use
+        self.embedder = embedder if embedder is not None else build_embedder(config)  # loads nothing until its first use
         self._chunking = config.graph.chunking(self.embedder.max_tokens)  # (size, overlap): fits the embedder's window
         self.session_manager = SessionManager(
             self.cache,
@@ -80,14 +258,14 @@ class MemoryStack:
             lifecycle=self.lifecycle,
             clock=self.clock,
             activity=self._relational.touch_session,
-            retriever=build_session_retriever(config, self.embedder),
+            retriever=session_retriever if session_retriever is not None else build_session_retriever(config, self.embedder),
         )
         self.users = Users(self._relational)
         self.datasets = Datasets(self._relational, self.users, self._memory)
-        self.llm = build_llm_client(config)
-        self.analysis = build_analysis_mode(config)
-        self.merge = build_merge_policy(config)
-        self.retrievers = Retrievers()
+        self.llm = llm if llm is not None else build_llm_client(config)
+        self.analysis = analysis if analysis is not None else build_analysis_mode(config)
+        self.merge = merge if merge is not None else build_merge_policy(config)
+        self.retrievers = registry
         self._cleaner = SessionCleaner(
             self.cache, self._relational, default_session_id=config.session.default_session_id, turn_lock=self.session_manager.turn_lock
         )
@@ -182,14 +360,14 @@ class MemoryStack:
         )
 
     @classmethod
-    def from_config(cls, config: StackConfig | None = None, *, clock: Clock | None = None) -> "MemoryStack":
-        """Assemble a stack (not yet open) from ``config`` (defaults when None)."""
-        return cls(config or StackConfig(), clock=clock)
+    def from_config(cls, config: StackConfig | None = None, **objects: Unpack[_Injected]) -> "MemoryStack":
+        """Assemble a stack (not yet open) from ``config`` (defaults when None) and the objects passed (see :class:`MemoryStack`)."""
+        return cls(config or StackConfig(), **objects)
 
     @classmethod
-    def from_env(cls, *, clock: Clock | None = None) -> "MemoryStack":
-        """Assemble a stack from environment variables (:meth:`StackConfig.from_env`)."""
-        return cls(StackConfig.from_env(), clock=clock)
+    def from_env(cls, **objects: Unpack[_Injected]) -> "MemoryStack":
+        """Assemble a stack from environment variables (:meth:`StackConfig.from_env`) and the objects passed (see :class:`MemoryStack`)."""
+        return cls(StackConfig.from_env(), **objects)
 
     def __repr__(self) -> str:
         return f"MemoryStack(cache={self.cache!r}, data_root={str(self.config.data_root)!r}, state={self.state.value})"
