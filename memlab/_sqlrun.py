@@ -329,14 +329,6 @@ _ADVISORY_HOLDER = (
 )
 
 
-class AdvisoryLockTimeout(TimeoutError):
-    """:meth:`PostgresRunner.advisory_lock` waited its whole timeout; ``held_for``: how long the holder has held it (s), if seen."""
-
-    def __init__(self, message: str, held_for: float | None) -> None:
-        super().__init__(message)
-        self.held_for = held_for
-
-
 class PostgresRunner:
     """Runs work on a PostgreSQL database through SQLAlchemy's asyncpg dialect.
 
@@ -498,8 +490,13 @@ class PostgresRunner:
         return int(status.rpartition(" ")[2])
 
     @contextlib.asynccontextmanager
-    async def advisory_lock(self, key: int, *, timeout: float) -> AsyncIterator[None]:
-        """Hold the session-level advisory lock ``key`` on a connection of its own (not the pool's); :class:`AdvisoryLockTimeout` after ``timeout`` s.
+    async def advisory_lock(
+        self, key: int, *, timeout: float, timed_out: Callable[[float | None], BaseException] | None = None
+    ) -> AsyncIterator[None]:
+        """Hold the session-level advisory lock ``key`` on a connection of its own (not the pool's).
+
+        After ``timeout`` s it raises ``timed_out(held_for)`` (default: ``TimeoutError``),
+        ``held_for`` being how long the holder has held the lock (s), None when not seen.
 
         A free lock is taken with ``pg_try_advisory_lock``; a held one with the blocking
         ``pg_advisory_lock`` under ``SET lock_timeout`` (one round trip), so the server's
@@ -529,7 +526,9 @@ class PostgresRunner:
             except asyncpg.exceptions.LockNotAvailableError:
                 held_for = await conn.fetchval(_ADVISORY_HOLDER, (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)
                 clean = True  # it holds no lock
-                raise AdvisoryLockTimeout(f"advisory lock {key} still held after {timeout:g} s", held_for) from None
+                if timed_out is not None:
+                    raise timed_out(held_for) from None
+                raise TimeoutError(f"advisory lock {key} still held after {timeout:g} s") from None
             try:
                 yield
             finally:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from memlab._sqlrun import DB, AdvisoryLockTimeout, PostgresRunner, SQLiteRunner, advisory_key, is_integrity_error, resolve_url
+from memlab._sqlrun import DB, PostgresRunner, SQLiteRunner, advisory_key, is_integrity_error, resolve_url
 from memlab.cache._base import DEFAULT_TTL_SECONDS, CacheBackend, PayloadChange
 from memlab.cache._turn_lock import file_turn_lock, lock_name, lock_timeout
 from memlab.cache._sql.statements import KINDS_IN_LOCK_ORDER, PG_SESSION_SETTINGS, SWEEP_LOCK_KEY, TABLES, build_statements
-from memlab.exceptions import CacheConnectionError, ConfigError, SessionQAEntryValidationError
+from memlab.exceptions import CacheConnectionError, ConfigError, SessionLockTimeout, SessionQAEntryValidationError
 from memlab.ttl import LazySlackTTL
 
 logger = logging.getLogger("memlab.cache")
@@ -350,14 +350,17 @@ class SQLCache(CacheBackend):
         runner = self._open_runner()
         key = advisory_key(f"memlab.turn:{lock_name(user_id, session_id)}")
         started = time.monotonic()
+        def timed_out(held_for: float | None) -> SessionLockTimeout:
+            return lock_timeout(
+                user_id, session_id, waited=time.monotonic() - started, turns=None, held_for=held_for,
+                uncounted="PostgreSQL cannot count the turns that took the lock meanwhile",
+            )
+
         async with contextlib.AsyncExitStack() as held:
             try:
-                await held.enter_async_context(runner.advisory_lock(key, timeout=timeout))
-            except AdvisoryLockTimeout as exc:
-                raise lock_timeout(
-                    user_id, session_id, waited=time.monotonic() - started, turns=None, held_for=exc.held_for,
-                    uncounted="PostgreSQL cannot count the turns that took the lock meanwhile",
-                ) from None
+                await held.enter_async_context(runner.advisory_lock(key, timeout=timeout, timed_out=timed_out))
+            except SessionLockTimeout:
+                raise
             except Exception as exc:
                 raise CacheConnectionError(f"postgres cache at {self.display_url}: turn lock failed: {type(exc).__name__}: {exc}") from exc
             yield
