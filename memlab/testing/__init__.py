@@ -1,4 +1,4 @@
-"""Shipped test tools: a fake clock, the backend conformance suite, backend suppliers, state machines, a fast stack config.
+"""Shipped test tools: a fake clock, the backend and policy conformance suites, backend suppliers, state machines, a fast stack config.
 
 ``FakeClock`` is light; the rest import pytest / hypothesis and load on first use.
 """
@@ -11,7 +11,9 @@ __all__ = [
     "CacheAgreementMachine",
     "CacheBackendSuite",
     "FakeClock",
+    "MergePolicySuite",
     "SUPPLIERS",
+    "TTLPolicySuite",
     "agreement_machine",
     "fast_config",
     "postgres_database",
@@ -25,6 +27,8 @@ _LAZY = {
     "server_url": "memlab.testing.suppliers",
     "supply_backend": "memlab.testing.suppliers",
     "CacheBackendSuite": "memlab.testing.conformance",
+    "MergePolicySuite": "memlab.testing.policy_suites",
+    "TTLPolicySuite": "memlab.testing.policy_suites",
     "CacheAgreementMachine": "memlab.testing.machines",
     "agreement_machine": "memlab.testing.machines",
     "fast_config": "memlab.testing._config",
