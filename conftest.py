@@ -2,4 +2,4 @@
 
 import pytest
 
-pytest.register_assert_rewrite("memlab.testing.conformance", "memlab.testing.machines")
+pytest.register_assert_rewrite("memlab.testing.conformance", "memlab.testing.machines", "memlab.testing.policy_suites")
