@@ -88,7 +88,7 @@ class MergePolicySuite:
 
     @pytest.fixture
     def merge_policy(self) -> MergePolicy:
-        raise NotImplementedError("subclass MergePolicySuite and provide a merge_policy fixture")
+        raise NotImplementedError("a MergePolicySuite subclass must provide a `merge_policy` fixture")
 
     @_SETTINGS
     @given(raw=_LANES, rewrite=_LANES, limit=_LIMITS, reserve=_RESERVES)
@@ -214,7 +214,7 @@ class TTLPolicySuite:
 
     @pytest.fixture
     def ttl_policy(self) -> TTLPolicy:
-        raise NotImplementedError("subclass TTLPolicySuite and provide a ttl_policy fixture")
+        raise NotImplementedError("a TTLPolicySuite subclass must provide a `ttl_policy` fixture")
 
     @_SETTINGS
     @given(now=_NOW)
