@@ -13,10 +13,11 @@ import logging
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
-from memlab.clock import Clock, SystemClock
+from memlab._injection import Injected, check_types, retriever_registry, stack_clock
 from memlab._sqlrun import resolve_url
+from memlab.clock import Clock
 from memlab.config import (
     StackConfig,
     build_analysis_mode,
@@ -35,7 +36,7 @@ from memlab.lifecycle import Lifecycle, StackState
 from memlab.models import ForgetResult, ImproveResult, RecallResponse, RememberResult
 from memlab.provenance import SessionCleaner
 from memlab.relational import RelationalStore
-from memlab.retrievers import Retriever, Retrievers, SearchType, parse_search_type
+from memlab.retrievers import Retriever, Retrievers, SearchType
 from memlab.session import SessionAPI, SessionManager
 from memlab.usage import UsageAPI, UsageRecorder
 from memlab.users import Users
@@ -64,117 +65,6 @@ def _check_data_root(root: Path) -> None:
             pass
     except OSError as exc:
         raise ConfigError(f"data root {str(root)!r} is not a writable directory: {exc.strerror or exc}") from None
-
-
-class _Injected(TypedDict, total=False):
-    """The strategy objects :class:`MemoryStack` (and ``from_config`` / ``from_env``) take instead of building them."""
-
-    cache: "CacheBackend | None"
-    ttl: "TTLPolicy | None"
-    session_retriever: "SessionRetriever[Any] | None"
-    analysis: "AnalysisMode | None"
-    merge: "MergePolicy | None"
-    llm: "LLMClient | None"
-    embedder: "Embedder | None"
-    retrievers: "Retrievers | Mapping[SearchType | str, Retriever] | None"
-    clock: Clock | None
-
-
-def _families() -> dict[str, tuple[str, type, str]]:
-    """keyword -> (family, base class, its public name) of each injectable strategy object."""
-    from memlab.analysis import AnalysisMode
-    from memlab.cache import CacheBackend
-    from memlab.embeddings import Embedder
-    from memlab.llm import LLMClient
-    from memlab.merge import MergePolicy
-    from memlab.session.retrievers import SessionRetriever
-    from memlab.ttl import TTLPolicy
-
-    return {
-        "cache": ("cache backend", CacheBackend, "memlab.cache.CacheBackend"),
-        "ttl": ("TTL policy", TTLPolicy, "memlab.ttl.TTLPolicy"),
-        "session_retriever": ("session retriever", SessionRetriever, "memlab.session.retrievers.SessionRetriever"),
-        "analysis": ("analysis mode", AnalysisMode, "memlab.analysis.AnalysisMode"),
-        "merge": ("merge policy", MergePolicy, "memlab.merge.MergePolicy"),
-        "llm": ("LLM client", LLMClient, "memlab.llm.LLMClient"),
-        "embedder": ("embedder", Embedder, "memlab.embeddings.Embedder"),
-    }
-
-
-def _wrong_type(keyword: str, family: str, expected: str, value: Any) -> ConfigError:
-    hint = f"the class {value.__qualname__}: pass an instance" if isinstance(value, type) else f"a {type(value).__name__}"
-    return ConfigError(f"{keyword}= must be a {family} (an instance of {expected}), got {hint}")
-
-
-def _check_types(objects: Mapping[str, Any]) -> None:
-    """``ConfigError`` naming the family and base class of the first passed object of the wrong type."""
-    for keyword, (family, base, expected) in _families().items():
-        value = objects.get(keyword)
-        if value is not None and not isinstance(value, base):
-            raise _wrong_type(keyword, family, expected, value)
-    clock = objects.get("clock")
-    if clock is not None and not (callable(getattr(clock, "now", None)) and callable(getattr(clock, "monotonic", None))):
-        raise _wrong_type("clock", "clock", "memlab.clock.Clock, with now() and monotonic()", clock)
-
-
-def _same_clock(first: Clock, second: Clock) -> bool:
-    """The same object, or two real clocks (every ``SystemClock`` reads the same time)."""
-    return first is second or (type(first) is SystemClock and type(second) is SystemClock)
-
-
-class _GivenRetrievers(Retrievers):
-    """The default registry, with the retrievers of some search types given as instances."""
-
-    def __init__(self, given: dict[SearchType, Retriever]) -> None:
-        super().__init__()
-        self.given = given
-
-    def get(self, search_type: SearchType | str) -> Any:
-        key = parse_search_type(search_type)
-        found = self.given.get(key)
-        return found if found is not None else super().get(key)
-
-
-def _retriever_registry(retrievers: Any) -> Retrievers:
-    """``retrievers=`` as a registry: a ``Retrievers`` as is; a mapping over the defaults; ``ConfigError`` otherwise."""
-    if retrievers is None:
-        return Retrievers()
-    if isinstance(retrievers, Retrievers):
-        return retrievers
-    expected = "memlab.retrievers.Retrievers, or a mapping SearchType -> memlab.retrievers.Retriever"
-    if not isinstance(retrievers, Mapping):
-        raise _wrong_type("retrievers", "retriever registry", expected, retrievers)
-    given: dict[SearchType, Retriever] = {}
-    for key, retriever in retrievers.items():
-        try:
-            search_type = parse_search_type(key)
-        except MemlabError:
-            raise ConfigError(f"retrievers= keys must be search types (memlab.SearchType), got {key!r}") from None
-        if not isinstance(retriever, Retriever):
-            raise _wrong_type(f"retrievers[{search_type.value}]", "retriever", "memlab.retrievers.Retriever", retriever)
-        given[search_type] = retriever
-    return _GivenRetrievers(given)
-
-
-def _stack_clock(config: StackConfig, cache: "CacheBackend | None", ttl: "TTLPolicy | None", clock: Clock | None) -> Clock:
-    """The stack's clock, after the rules that tie a passed cache, TTL policy and clock together."""
-    if cache is not None and not config.cache.enabled:
-        raise ConfigError("cache= was given but the config turns caching off (cache.enabled=False); drop one of them")
-    if ttl is not None and not config.cache.enabled:
-        raise ConfigError("ttl= was given but the config turns caching off (cache.enabled=False): no cache would use it")
-    if cache is None:
-        return clock if clock is not None else SystemClock()
-    if ttl is not None and ttl is not cache.ttl:
-        raise ConfigError(
-            f"cache= and ttl= disagree: the cache stamps with its own TTL policy ({cache.ttl!r}), not {ttl!r}; "
-            "build the cache with ttl=... and leave ttl= out"
-        )
-    if clock is not None and not _same_clock(clock, cache.clock):
-        raise ConfigError(
-            f"cache= and clock= disagree: the cache reads its own clock ({cache.clock!r}), not {clock!r}; "
-            "build the cache with clock=... (the same object) or leave clock= out"
-        )
-    return cache.clock if clock is None else clock
 
 
 class MemoryStack:
@@ -239,13 +129,13 @@ class MemoryStack:
         retrievers: "Retrievers | Mapping[SearchType | str, Retriever] | None" = None,
         clock: Clock | None = None,
     ) -> None:
-        _check_types(
+        check_types(
             {"cache": cache, "ttl": ttl, "session_retriever": session_retriever, "analysis": analysis, "merge": merge, "llm": llm,
              "embedder": embedder, "clock": clock}
         )
-        registry = _retriever_registry(retrievers)
+        registry = retriever_registry(retrievers)
         self.config = config
-        self.clock: Clock = _stack_clock(config, cache, ttl, clock)
+        self.clock: Clock = stack_clock(config, cache, ttl, clock)
         self.lifecycle = Lifecycle()
         #: the session cache (a CacheBackend, None when caching is off); typed Any: callers read backend-specific attributes
         self.cache: Any = cache if cache is not None else build_cache_backend(config, self.clock, ttl=ttl)
@@ -360,12 +250,12 @@ class MemoryStack:
         )
 
     @classmethod
-    def from_config(cls, config: StackConfig | None = None, **objects: Unpack[_Injected]) -> "MemoryStack":
+    def from_config(cls, config: StackConfig | None = None, **objects: Unpack[Injected]) -> "MemoryStack":
         """Assemble a stack (not yet open) from ``config`` (defaults when None) and the objects passed (see :class:`MemoryStack`)."""
         return cls(config or StackConfig(), **objects)
 
     @classmethod
-    def from_env(cls, **objects: Unpack[_Injected]) -> "MemoryStack":
+    def from_env(cls, **objects: Unpack[Injected]) -> "MemoryStack":
         """Assemble a stack from environment variables (:meth:`StackConfig.from_env`) and the objects passed (see :class:`MemoryStack`)."""
         return cls(StackConfig.from_env(), **objects)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from memlab.retrievers._agentic import AgenticCompletionRetriever, FeelingLuckyRetriever
@@ -47,9 +48,12 @@ RETRIEVERS: dict[SearchType, type[Retriever]] = {
 class Retrievers:
     """One retriever instance per search type, owned by whoever builds it (a stack holds one; nothing is shared)."""
 
-    def __init__(self, classes: dict[SearchType, type[Retriever]] | None = None) -> None:
+    def __init__(
+        self, classes: dict[SearchType, type[Retriever]] | None = None, *, instances: Mapping[SearchType, Retriever] | None = None
+    ) -> None:
+        """``classes``: the class built (on first use) per search type; ``instances``: retrievers given ready-made, which win."""
         self._classes = dict(RETRIEVERS if classes is None else classes)
-        self._instances: dict[SearchType, Retriever] = {}
+        self._instances: dict[SearchType, Retriever] = dict(instances or {})
 
     def get(self, search_type: SearchType | str) -> Any:
         """The retriever of ``search_type`` (``ValidationError`` for an unknown type)."""
