@@ -20,7 +20,14 @@
 ``cache.backend``, ``session.retriever``, ``embedding.model``, ``ttl.policy``, ...), a
 top-level field (``db_url``), a whole section name whose values are dicts merged onto
 the base section (``"cache": [{"backend": "sqlite"}, {"backend": "redis", "port": 6379}]``),
-or ``llm_latency_ms`` (= ``llm.offline_latency_ms``). Cells are the cartesian product
+or ``llm_latency_ms`` (= ``llm.offline_latency_ms``). A :class:`~memlab.MemoryStack`
+keyword (``cache``, ``ttl``, ``session_retriever``, ``analysis``, ``merge``, ``llm``,
+``embedder``) may instead hold strategy objects or classes
+(``vary={"session_retriever": [KeywordSessionRetriever(), MyRetriever]}``): each run gets
+a fresh one (a deep copy, or the class built with no arguments) passed into the
+workload's stacks; cells are labelled ``ClassName(param=value, ...)`` and keyed by the
+object's ``fingerprint()``; one without runs uncached, with a ``UserWarning`` (rules:
+:mod:`memlab.experiments._strategies`). Cells are the cartesian product
 in the order given, the first key varying slowest. Every cell's config is built and
 checked in the constructor: an unknown key, an empty list or a rejected value raises
 :class:`~memlab.exceptions.ConfigError` naming the key and the value; bad seeds or a

@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from memlab.exceptions import ConfigError, ValidationError
-from memlab.experiments._checks import positive_int
+from memlab.experiments._checks import positive_int, session_retriever
 from memlab._stats import percentile
 from memlab.experiments._workload import Workload, WorkloadResult
 
@@ -25,8 +26,10 @@ _SESSION = "grid-cache"
 class CacheWorkload(Workload):
     """One cache operation, ``n`` awaited calls, on the backend the cell's config builds.
 
-    The backend comes from :func:`memlab.config.build_cache_backend` (``cache.*`` and
-    ``ttl.*`` of the cell) in the run's fresh data root; the texts are the seeded ones
+    The backend is the cell's ``cache`` object, else it comes from
+    :func:`memlab.config.build_cache_backend` (``cache.*`` of the cell, stamping with its
+    ``ttl`` object or ``ttl.*``) in the run's fresh data root. It is measured alone, not
+    inside a stack (the raw ceiling ``memlab bench cache`` measures too); the texts are the seeded ones
     of ``memlab bench cache`` (:class:`memlab.bench.cache.Workload`, ~250-byte turns).
     Every call is timed on its own (``time.perf_counter``):
 
@@ -38,7 +41,7 @@ class CacheWorkload(Workload):
         reads of its last 10 turns (``get_latest_qa_entries``).
     ``recall``
         the session filled with ``n`` turns (untimed), then ``n`` varied queries through
-        ``SessionManager(backend, retriever=<the cell's session.retriever>).search(...,
+        ``SessionManager(backend, retriever=<the cell's session retriever>).search(...,
         top_k=top_k)``; the first query builds the retriever's index and is counted.
 
     ==============  ======  =====================================================
@@ -70,20 +73,18 @@ class CacheWorkload(Workload):
         if not config.cache.enabled:
             raise ConfigError("the cache workload needs cache.enabled=True (there is no backend to measure)")
 
-    async def run(self, config: "StackConfig", seed: int) -> WorkloadResult:
+    async def run(self, config: "StackConfig", seed: int, objects: Mapping[str, Any] | None = None) -> WorkloadResult:
         from memlab._clock import SystemClock
         from memlab.bench.cache import CacheBenchSpec
         from memlab.bench.cache import Workload as CacheTexts
-        from memlab.config import (
-            build_cache_backend,
-            build_embedder,
-            build_session_retriever,
-        )
+        from memlab.config import build_cache_backend
         from memlab.session import SessionManager
+
+        given = dict(objects or {})
 
         spec = CacheBenchSpec(backends=(config.cache.backend,), repeats=1, n=self.n, sessions=1, per_session=1, top_k=self.top_k, seed=seed)
         texts = CacheTexts.make(spec)
-        backend = build_cache_backend(config, SystemClock())
+        backend = given["cache"] if given.get("cache") is not None else build_cache_backend(config, SystemClock(), ttl=given.get("ttl"))
         if backend is None:  # pragma: no cover - check() rejects the config first
             raise ConfigError("caching is off: no cache backend")
         user = f"grid-{uuid.uuid4().hex[:12]}"
@@ -113,7 +114,7 @@ class CacheWorkload(Workload):
                         await backend.get_latest_qa_entries(user, _SESSION, 10)
                         times.append(perf() - began)
                 else:
-                    manager = SessionManager(backend, retriever=build_session_retriever(config, build_embedder(config)))
+                    manager = SessionManager(backend, retriever=session_retriever(config, given))
                     for query in texts.queries:
                         began = perf()
                         await manager.search(user, query, session_id=_SESSION, top_k=self.top_k)

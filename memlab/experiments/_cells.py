@@ -21,6 +21,16 @@ expiry is policy ``none``, unset chunk sizes are the embedder's, an unset
 Secrets never show: a value of a secret field (``llm.api_key``, ``cache.password``, ...;
 given as a ``SecretStr`` or a plain string, alone or in a section dict) renders as
 ``**********`` in labels, frames and messages, a URL password as ``***``.
+
+Strategy objects: a vary key that is a :class:`~memlab.MemoryStack` keyword (``cache``,
+``ttl``, ``session_retriever``, ``analysis``, ``merge``, ``llm``, ``embedder``) may
+hold objects or classes instead of config values (:mod:`memlab.experiments._strategies`:
+their checks, labels and fingerprints). Such a key leaves the cell's config as the base's
+and gives the cell a :class:`~memlab.experiments._strategies.Strategy` (``Cell.strategies``).
+A strategy key may not be varied beside a config key its object overrides (``cache``
+objects with ``cache.backend``, ``embedder`` with ``embedding.model``, ``session_retriever``
+with ``session.retriever``), and a cell may not hold both a ``cache`` and a ``ttl``
+object (the cache stamps with its own policy) nor either with ``cache.enabled`` false.
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ import itertools
 import json
 import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
@@ -47,6 +57,7 @@ from memlab.config import (
 )
 from memlab.exceptions import ConfigError, ValidationError
 from memlab.experiments._store import canonical_json, config_data
+from memlab.experiments._strategies import FAMILIES, KEYWORD_ONLY, Strategy, is_strategy_value, strategy
 from memlab.privacy import mask_url_passwords
 
 __all__ = ["ALIASES", "Cell", "check_buildable", "column_dtype", "config_identity", "expand", "render_value", "resolve_key", "shown"]
@@ -62,20 +73,32 @@ class Cell:
     """One point of the grid: ``index`` (run order), ``settings`` (vary key -> value as given), ``config``.
 
     ``config`` is the base config with the settings applied, validated; its
-    ``data_root`` is the base's (each run gets a fresh one instead).
+    ``data_root`` is the base's (each run gets a fresh one instead). ``strategies``: vary
+    key -> :class:`~memlab.experiments._strategies.Strategy` of the keys varied over objects.
     """
 
     index: int
     settings: dict[str, Any]
     config: StackConfig
+    strategies: dict[str, Strategy] = field(default_factory=dict)
 
     def label(self) -> str:
-        """``key=value, ...`` of the settings (values as the frame renders them, secrets masked)."""
-        return _label(self.settings) or "base"
+        """``key=value, ...`` of the settings (values as the frame renders them, secrets masked; objects by their label)."""
+        return _label(self.settings, self.strategies) or "base"
+
+    def rendered(self, key: str) -> Any:
+        """The frame's value of vary key ``key`` for this cell (an object's label)."""
+        chosen = self.strategies.get(key)
+        return chosen.label if chosen is not None else render_value(self.settings[key], key)
+
+    def objects(self) -> dict[str, Any]:
+        """MemoryStack keyword -> a fresh object of each strategy of the cell (one call per run)."""
+        return {key: chosen.fresh() for key, chosen in self.strategies.items()}
 
 
-def _label(settings: Mapping[str, Any]) -> str:
-    return ", ".join(f"{key}={shown(value, key)}" for key, value in settings.items())
+def _label(settings: Mapping[str, Any], strategies: Mapping[str, Strategy] | None = None) -> str:
+    chosen = strategies or {}
+    return ", ".join(f"{key}={chosen[key].label if key in chosen else shown(value, key)}" for key, value in settings.items())
 
 
 def _section_type(name: str) -> type[BaseModel] | None:
@@ -178,21 +201,68 @@ def config_identity(config: StackConfig, *, resolved: bool = True) -> str:
     return hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()
 
 
-def _keys(vary: Mapping[str, Sequence[Any]]) -> list[tuple[str, tuple[str, ...], list[Any]]]:
-    """``(key, path, values)`` of each vary key, checked one by one."""
+#: strategy key -> the config path (section or field) its object overrides
+_OVERRIDES: dict[str, tuple[str, ...]] = {
+    "cache": ("cache",), "ttl": ("ttl",), "analysis": ("analysis",), "merge": ("merge",), "llm": ("llm",),
+    "embedder": ("embedding",), "session_retriever": ("session", "retriever"),
+}
+
+
+def _values(key: str, values: Any) -> list[Any]:
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
+        raise ConfigError(f"vary key {key!r}: give a list of values, got {values!r}")
+    if not values:
+        raise ConfigError(f"vary key {key!r} has an empty list of values")
+    return list(values)
+
+
+def _strategy_axis(key: str, values: list[Any]) -> list[Strategy]:
+    """The strategies of one key's values, checked; two with one label are refused."""
+    chosen: list[Strategy] = []
+    for value in values:
+        if not is_strategy_value(key, value):
+            raise ConfigError(f"vary key {key!r} mixes strategy objects and {key} section values: vary one kind per grid")
+        item = strategy(key, value)
+        if any(item.label == earlier.label for earlier in chosen):
+            raise ConfigError(f"vary key {key!r}: two values are labelled {item.label}; a label must tell cells apart "
+                              "(give them distinct fingerprint()s or parameters)")
+        chosen.append(item)
+    return chosen
+
+
+def _split(vary: Mapping[str, Sequence[Any]]) -> tuple[list[tuple[str, tuple[str, ...], list[Any]]], dict[str, list[Strategy]]]:
+    """The config keys as ``(key, path, values)`` and the strategy keys as their strategies, each checked."""
     keys = []
+    strategies: dict[str, list[Strategy]] = {}
     seen: dict[tuple[str, ...], str] = {}
     for key, values in vary.items():
+        listed = _values(key, values) if key in FAMILIES else None
+        if listed is not None and (key in KEYWORD_ONLY or any(is_strategy_value(key, value) for value in listed)):
+            strategies[key] = _strategy_axis(key, listed)
+            continue
         path = resolve_key(key)
         if path in seen:
             raise ConfigError(f"vary keys {seen[path]!r} and {key!r} both set {'.'.join(path)}")
         seen[path] = key
-        if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
-            raise ConfigError(f"vary key {key!r}: give a list of values, got {values!r}")
-        if not values:
-            raise ConfigError(f"vary key {key!r} has an empty list of values")
-        keys.append((key, path, list(values)))
-    return keys
+        keys.append((key, path, _values(key, values)))
+    for key in strategies:
+        overridden = _OVERRIDES[key]
+        for other, path, _ in keys:
+            if path[: len(overridden)] == overridden or overridden[: len(path)] == path:
+                raise ConfigError(f"vary keys {key!r} (objects) and {other!r} both decide {'.'.join(overridden)}: a {key} object "
+                                  f"ignores {other}, so a cell would run under a label that lies; vary one of them")
+    return keys, strategies
+
+
+def _check_objects(cell: Cell) -> None:
+    """The agreement rules of MemoryStack that a cell's objects could break (module docstring)."""
+    given = cell.strategies
+    if ("cache" in given or "ttl" in given) and not cell.config.cache.enabled:
+        which = "cache" if "cache" in given else "ttl"
+        raise ConfigError(f"grid cell {cell.index} ({cell.label()}): a {which} object needs cache.enabled=True (caching is off)")
+    if "cache" in given and "ttl" in given:
+        raise ConfigError(f"grid cell {cell.index} ({cell.label()}): a cache object stamps with its own TTL policy, so a ttl object "
+                          "beside it is ambiguous; build the cache with ttl=... instead")
 
 
 def _fields_set(value: Any) -> set[str]:
@@ -244,19 +314,25 @@ def expand(base: StackConfig, vary: Mapping[str, Sequence[Any]] | None) -> list[
     if not isinstance(vary, Mapping):
         raise ValidationError(f"Grid vary must be a mapping of config keys to lists of values, got {type(vary).__name__}")
     data = base.model_dump()
-    keys = _keys(vary)
+    keys, objects = _split(vary)
     _check_overlaps(keys)
-    axes = [_axis(data, key, path, values) for key, path, values in keys]
+    axes: dict[str, list[Any]] = {key: _axis(data, key, path, values) for key, path, values in keys}
+    axes.update({key: chosen for key, chosen in objects.items()})
+    order = list(vary)  # the cartesian product in the order given, config and strategy keys alike
     cells: list[Cell] = []
     seen: dict[str, Cell] = {}
-    for index, pairs in enumerate(itertools.product(*axes)):
-        settings = {key: value for key, _, value in pairs}
+    for index, combination in enumerate(itertools.product(*(axes[key] for key in order))):
+        picked = dict(zip(order, combination, strict=True))
+        pairs = [picked[key] for key in order if key not in objects]
+        strategies: dict[str, Strategy] = {key: picked[key] for key in order if key in objects}
+        settings = {key: strategies[key].template if key in strategies else picked[key][2] for key in order}
         try:
             config = _build(data, pairs)
         except ConfigError as exc:
-            raise _reraise(exc, f"grid cell {index} ({_label(settings)})") from None
-        cell = Cell(index, settings, config)
-        identity = config_identity(config)
+            raise _reraise(exc, f"grid cell {index} ({_label(settings, strategies)})") from None
+        cell = Cell(index, settings, config, strategies)
+        _check_objects(cell)
+        identity = config_identity(config) + canonical_json({key: chosen.label for key, chosen in strategies.items()})
         if identity in seen:
             earlier = seen[identity]
             raise ConfigError(f"grid cells {earlier.index} ({earlier.label()}) and {index} ({cell.label()}) give the same config "

@@ -2,14 +2,38 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from memlab.exceptions import BenchmarkError, ValidationError
 
-__all__ = ["SIZES", "benchmark_size", "optional_limit", "positive_int", "verify_and_clear_session", "search_type_name"]
+__all__ = [
+    "REMEMBERING",
+    "SIZES",
+    "benchmark_size",
+    "optional_limit",
+    "positive_int",
+    "search_type_name",
+    "session_retriever",
+    "verify_and_clear_session",
+]
+
+#: the strategy objects a workload's untimed remembering stack takes from the cell's (they shape permanent memory)
+REMEMBERING = ("llm", "embedder")
 
 #: named sizes of the synthetic conversational benchmark (questions); an int is taken as it is
 SIZES: dict[str, int] = {"tiny": 12, "small": 60, "default": 600}
+
+
+def session_retriever(config: Any, objects: Mapping[str, Any]) -> Any:
+    """The cell's session retriever: its object, else the one the config names (built with the cell's embedder, if any)."""
+    from memlab.config import build_embedder, build_session_retriever
+
+    given = objects.get("session_retriever")
+    if given is not None:
+        return given
+    embedder = objects.get("embedder")
+    return build_session_retriever(config, embedder if embedder is not None else build_embedder(config))
 
 
 def positive_int(name: str, value: Any) -> int:

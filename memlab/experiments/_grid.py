@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memlab.exceptions import ConfigError, ValidationError
-from memlab.experiments._cells import Cell, column_dtype, expand, render_value
+from memlab.experiments._cells import Cell, column_dtype, expand
 from memlab.experiments._store import ResultStore, cache_key, local_secret, secret_values
 from memlab.experiments._workload import Workload, WorkloadResult
 from memlab.privacy import mask_url_passwords
@@ -41,7 +43,25 @@ class Run:
     result: WorkloadResult | None
     error: str | None
     cached: bool
-    key: str
+    #: the disk-cache key; None for a cell with a strategy object without a fingerprint (never cached)
+    key: str | None
+
+
+def _takes_objects(workload: Workload) -> bool:
+    """True when ``workload.run`` accepts ``objects=`` (by name or ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(workload.run).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "objects" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def _key(cell: Cell, workload: Workload, seed: int, secret: bytes | None) -> str | None:
+    """The cell x seed's disk-cache key; None when one of its objects declares no fingerprint."""
+    identities = {key: chosen.identity for key, chosen in cell.strategies.items()}
+    if any(identity is None for identity in identities.values()):
+        return None
+    return cache_key(cell.config, workload, seed, secret, identities)
 
 
 def _seeds(seeds: Any) -> tuple[int, ...]:
@@ -66,6 +86,12 @@ class Grid:
     by an HMAC under the directory's local secret, created now if missing); a re-run
     computes only what is missing. ``cells``: the :class:`Cell` s in run order; ``runs``: the
     :class:`Run` s of the last :meth:`run`.
+
+    Strategy objects (``vary={"session_retriever": [KeywordSessionRetriever(), MyRetriever]}``,
+    see :mod:`memlab.experiments._strategies`): each run gets fresh ones, passed to
+    ``workload.run(config, seed, objects={keyword: object})`` (a workload whose ``run``
+    takes no ``objects`` is refused with ``ConfigError``); a cell holding one without a
+    ``fingerprint()`` is never stored in ``cache_dir`` (``UserWarning`` when the grid runs).
     """
 
     def __init__(
@@ -83,6 +109,9 @@ class Grid:
         self.base = base
         self.vary: dict[str, list[Any]] = {key: list(values) for key, values in (vary or {}).items()}
         self.workload = workload
+        if any(cell.strategies for cell in self.cells) and not _takes_objects(workload):
+            raise ConfigError(f"{type(workload).__name__}.run() takes no objects=: it cannot pass the cells' strategy objects "
+                              "into the stacks it builds (accept objects: Mapping[str, Any] and pass them to MemoryStack)")
         for cell in self.cells:
             try:
                 workload.check(cell.config)
@@ -90,7 +119,9 @@ class Grid:
                 raise ConfigError(f"grid cell {cell.index} ({cell.label()}): {workload.name or type(workload).__name__}: {exc}") from None
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         secret = self._key_secret()
-        self.keys = {(cell.index, seed): cache_key(cell.config, workload, seed, secret) for cell in self.cells for seed in self.seeds}
+        self.keys: dict[tuple[int, int], str | None] = {
+            (cell.index, seed): _key(cell, workload, seed, secret) for cell in self.cells for seed in self.seeds
+        }
         self.runs: list[Run] = []
 
     def _key_secret(self) -> bytes | None:
@@ -118,6 +149,8 @@ class Grid:
         from tqdm.auto import tqdm
 
         store = ResultStore(self.cache_dir) if self.cache_dir is not None else None
+        if store is not None:
+            self._warn_uncached()
         runs: list[Run] = []
         bar = tqdm(total=len(self), desc=self.workload.name or type(self.workload).__name__, unit="run", disable=not progress)
         try:
@@ -131,22 +164,33 @@ class Grid:
         self.runs = runs
         return self.frame(level)
 
+    def _warn_uncached(self) -> None:
+        """One UserWarning per strategy value without a fingerprint, saying why its cells run uncached."""
+        reasons = {chosen.why_uncached: None for cell in self.cells for chosen in cell.strategies.values() if chosen.identity is None}
+        for reason in reasons:
+            warnings.warn(reason, UserWarning, stacklevel=3)
+
     async def _run_one(self, cell: Cell, seed: int, store: ResultStore | None) -> Run:
         key = self.keys[(cell.index, seed)]
-        if store is not None and (hit := store.load(key)) is not None:
+        if key is None:
+            store = None
+        if store is not None and key is not None and (hit := store.load(key)) is not None:
             return Run(cell, seed, "ok", hit, None, True, key)
         with tempfile.TemporaryDirectory(prefix="memlab-grid-", ignore_cleanup_errors=True) as root:
             config = cell.config.model_copy(update={"data_root": Path(root)}, deep=True)
             try:
-                result = await self.workload.run(config, seed)
+                if cell.strategies:
+                    result = await self.workload.run(config, seed, objects=cell.objects())  # type: ignore[call-arg]
+                else:
+                    result = await self.workload.run(config, seed)
                 if not isinstance(result, WorkloadResult):
                     raise ValidationError(f"{type(self.workload).__name__}.run() returned {type(result).__name__}, not a WorkloadResult")
                 if store is not None:
                     json.dumps(result.to_json())  # a result the cache cannot hold fails here, as the run's error
             except Exception as exc:  # noqa: BLE001 - recorded as the run's failure; the grid goes on
                 return Run(cell, seed, "failed", None, _error_text(exc, cell), False, key)
-        if store is not None:
-            about = {"cell": cell.index, "settings": {k: render_value(v, k) for k, v in cell.settings.items()}, "seed": seed,
+        if store is not None and key is not None:
+            about = {"cell": cell.index, "settings": {k: cell.rendered(k) for k in cell.settings}, "seed": seed,
                      "workload": self.workload.name}
             store.save(key, result, about)
         return Run(cell, seed, "ok", result, None, False, key)
@@ -155,10 +199,10 @@ class Grid:
 
     def _vary_columns(self) -> dict[str, str]:
         """vary key -> the dtype of its column (from its rendered values)."""
-        return {key: column_dtype([render_value(value, key) for value in values]) for key, values in self.vary.items()}
+        return {key: column_dtype(list(dict.fromkeys(cell.rendered(key) for cell in self.cells))) for key in self.vary}
 
     def _prefix(self, run: Run) -> dict[str, Any]:
-        return {"cell": run.cell.index, **{key: render_value(run.cell.settings[key], key) for key in self.vary}}
+        return {"cell": run.cell.index, **{key: run.cell.rendered(key) for key in self.vary}}
 
     def frame(self, level: str = "metric") -> "pandas.DataFrame":
         """The last run's results as a DataFrame (``level`` ``"metric"`` or ``"turn"``; see :mod:`memlab.experiments`)."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from memlab.exceptions import ValidationError
 from memlab.experiments._checks import (
+    REMEMBERING,
     benchmark_size,
     optional_limit,
     positive_int,
@@ -74,6 +76,9 @@ class MergeLanes(Workload):
     ``question_id``, ``category``, ``abstention``, ``mode``, ``hit``, ``raw_hit``,
     ``rewrite_hit`` (booleans; <NA> when not scored, or for ``rewrite_hit`` without a
     rewrite lane), ``rank`` (Int64, <NA> when no supported element), ``wall_ms``.
+
+    The cell's strategy objects go into the asking stack; its ``llm`` and ``embedder``
+    into the remembering one too.
     """
 
     name = "merge_lanes"
@@ -98,7 +103,7 @@ class MergeLanes(Workload):
     def fingerprint(self) -> dict[str, Any]:
         return {"size": self.size, "limit": self.limit, "k": self.k, "search_type": self.search_type, "mode": self.mode}
 
-    async def run(self, config: "StackConfig", seed: int) -> WorkloadResult:
+    async def run(self, config: "StackConfig", seed: int, objects: Mapping[str, Any] | None = None) -> WorkloadResult:
         import time
 
         from memlab.bench.conversations import synthetic
@@ -118,7 +123,9 @@ class MergeLanes(Workload):
             chosen.append((conversation, questions, haystack_turns(conversation)))
 
         remembered = {}
-        async with MemoryStack.from_config(quiet_config(config)) as builder:
+        given = dict(objects or {})
+        remembering = {key: value for key, value in given.items() if key in REMEMBERING}
+        async with MemoryStack.from_config(quiet_config(config), **remembering) as builder:
             for conversation, _, haystack in chosen:
                 texts = [_document(turn.question, turn.answer, turn.turn_ids) for turn in haystack]
                 remembered[conversation.conversation_id] = await builder.remember(
@@ -127,7 +134,7 @@ class MergeLanes(Workload):
 
         k = self.k
         turns: list[dict[str, Any]] = []
-        async with MemoryStack.from_config(config) as stack:
+        async with MemoryStack.from_config(config, **given) as stack:
             for conversation, questions, haystack in chosen:
                 result = remembered[conversation.conversation_id]
                 graph = await stack.memory.graph(result.dataset_id)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from memlab._stats import percentile
 from memlab.exceptions import BenchmarkError
-from memlab.experiments._checks import positive_int, verify_and_clear_session, search_type_name
+from memlab.experiments._checks import REMEMBERING, positive_int, search_type_name, verify_and_clear_session
 from memlab.experiments._workload import Workload, WorkloadResult
 
 if TYPE_CHECKING:
@@ -30,7 +31,9 @@ class ModesConversation(Workload):
     corrections) runs turn by turn through ``stack.search(message, search_type,
     session_id=..., top_k=top_k)`` on a stack of the cell's config, so the mode is
     ``analysis.search_mode`` and the latency per LLM call ``llm.offline_latency_ms``
-    (:func:`memlab.bench.modes.converse`, with its untimed warm-up call).
+    (:func:`memlab.bench.modes.converse`, with its untimed warm-up call). The cell's
+    strategy objects go into the conversation's stack; its ``llm`` and ``embedder``
+    into the remembering one too (an injected LLM keeps its own latency there).
 
     ==================  ===========  =============================================================
     metric              unit         what
@@ -76,7 +79,7 @@ class ModesConversation(Workload):
     def fingerprint(self) -> dict[str, Any]:
         return {"turns": self.turns, "documents": self.documents, "search_type": self.search_type, "top_k": self.top_k}
 
-    async def run(self, config: "StackConfig", seed: int) -> WorkloadResult:
+    async def run(self, config: "StackConfig", seed: int, objects: Mapping[str, Any] | None = None) -> WorkloadResult:
         from memlab.bench.corpus import synthetic_qa
         from memlab.bench.modes import (
             SESSION_ID,
@@ -95,9 +98,11 @@ class ModesConversation(Workload):
         if corpus.documents != documents:
             raise BenchmarkError("memlab.bench.modes.conversation() no longer uses synthetic_qa(documents, seed=seed): gold documents unknown")
         gold = {item.question: item.document for item in corpus.questions}
-        async with MemoryStack.from_config(quiet_config(config)) as builder:
+        given = dict(objects or {})
+        remembering = {key: value for key, value in given.items() if key in REMEMBERING}
+        async with MemoryStack.from_config(quiet_config(config), **remembering) as builder:
             remembered = await builder.remember(list(documents), progress=False)
-        async with MemoryStack.from_config(config) as stack:
+        async with MemoryStack.from_config(config, **given) as stack:
             rows = await converse(stack, turns, session_id=SESSION_ID, search_type=self.search_type, top_k=self.top_k, warm_up=True, lanes=True)
             graph = await stack.memory.graph(remembered.dataset_id)
             context = await stack.frames.context(SESSION_ID)

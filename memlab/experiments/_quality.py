@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memlab.exceptions import ValidationError
-from memlab.experiments._checks import benchmark_size, optional_limit
+from memlab.experiments._checks import benchmark_size, optional_limit, session_retriever
 from memlab.experiments._workload import Workload, WorkloadResult
 
 if TYPE_CHECKING:
@@ -29,11 +29,13 @@ class ConversationalBenchmark(Workload):
     12, ``"small"`` 60, ``"default"`` 600, or an int; ``limit``: the first ``limit``
     only) evaluated by :func:`memlab.bench.quality_eval.evaluate` with the retriever
     ``session.retriever`` names (and ``embedding.model`` for ``vector`` / ``hybrid``),
-    built by :func:`memlab.config.build_session_retriever` as the stack builds it.
+    built by :func:`memlab.config.build_session_retriever` as the stack builds it, or the
+    cell's ``session_retriever`` object (a cell's ``embedder`` object serves a built
+    ``vector`` / ``hybrid`` one).
     ``cache="scratch"`` (default) writes the haystacks to a fresh in-memory cache
     (:func:`~memlab.bench.quality_eval.scratch_manager`, what ``stack.frames.quality``
     does); ``cache="stack"`` writes them through the session manager of an open stack of
-    the cell's config, so ``cache.*`` counts in the timings too.
+    the cell's config and strategy objects, so ``cache.*`` counts in the timings too.
 
     Metrics (names of :func:`~memlab.bench.quality_eval.summary_rows`' overall row; for
     each ``k`` of ``ks``):
@@ -91,7 +93,7 @@ class ConversationalBenchmark(Workload):
                    "ingest_ms_per_turn", "conversations", "turns"]
         return overall + [f"{name}/{category}" for category in categories for name in averaged]
 
-    async def run(self, config: "StackConfig", seed: int) -> WorkloadResult:
+    async def run(self, config: "StackConfig", seed: int, objects: Mapping[str, Any] | None = None) -> WorkloadResult:
         from memlab.bench.conversations import synthetic
         from memlab.bench.quality_eval import (
             ALL,
@@ -99,16 +101,15 @@ class ConversationalBenchmark(Workload):
             scratch_manager,
             summary_rows,
         )
-        from memlab.config import build_embedder, build_session_retriever
-
+        given = dict(objects or {})
         benchmark = synthetic(seed, self.size)
         if self.cache == "scratch":
-            manager = scratch_manager(build_session_retriever(config, build_embedder(config)))
+            manager = scratch_manager(session_retriever(config, given))
             run = await evaluate(manager, benchmark, ks=self.ks, limit=self.limit)
         else:
             from memlab.stack import MemoryStack
 
-            async with MemoryStack.from_config(config) as stack:
+            async with MemoryStack.from_config(config, **given) as stack:
                 run = await evaluate(stack.session_manager, benchmark, ks=self.ks, limit=self.limit)
         rows = {row["category"]: row for row in summary_rows(run)}
         overall = rows[ALL]

@@ -2,7 +2,10 @@
 
 Key: the sha256 of compact sorted-key JSON of ``{"config": config_fingerprint(<the cell's
 config>), "workload": {"class", "name", "fingerprint"}, "seed", "schema": SCHEMA_VERSION}``,
-where the fingerprint is the config as JSON without ``data_root``. A file is written to a
+where the fingerprint is the config as JSON without ``data_root``; a cell varying strategy
+objects adds ``"objects": {<keyword>: {"class", "fingerprint"}}`` (their declared
+fingerprints, :mod:`memlab.experiments._strategies`; a cell with an object without one is
+not stored at all). A file is written to a
 temporary name in the same directory and moved into place with :func:`os.replace`, so a
 killed run leaves either the whole result or none (a stray ``.tmp-*`` file at worst,
 never read). An unreadable or foreign file reads as a miss and is computed again.
@@ -174,14 +177,19 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def cache_key(config: "StackConfig", workload: Workload, seed: int, secret: bytes | None = None) -> str:
+def cache_key(
+    config: "StackConfig", workload: Workload, seed: int, secret: bytes | None = None, objects: dict[str, Any] | None = None
+) -> str:
     """The sha256 hex digest naming one cell x seed's result (module docstring).
 
     ``secret``: the local secret (:func:`local_secret`); needed when ``config`` holds
-    secrets, else :class:`~memlab.exceptions.ValidationError`.
+    secrets, else :class:`~memlab.exceptions.ValidationError`. ``objects``: keyword ->
+    the identity (class and fingerprint) of each strategy object of the cell.
     """
-    material = {"config": config_fingerprint(config, secret), "workload": workload_identity(workload), "seed": seed,
-                "schema": SCHEMA_VERSION}
+    material: dict[str, Any] = {"config": config_fingerprint(config, secret), "workload": workload_identity(workload), "seed": seed,
+                                "schema": SCHEMA_VERSION}
+    if objects:
+        material["objects"] = objects
     try:
         text = canonical_json(material)
     except (TypeError, ValueError) as exc:

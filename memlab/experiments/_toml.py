@@ -274,10 +274,12 @@ class _EnvGate(Workload):
     def check(self, config: "StackConfig") -> None:
         self.inner.check(config)
 
-    async def run(self, config: "StackConfig", seed: int) -> WorkloadResult:
+    async def run(self, config: "StackConfig", seed: int, objects: Mapping[str, Any] | None = None) -> WorkloadResult:
         reason = self.reasons.get(config_identity(config, resolved=False))
         if reason is not None:
             raise ConfigError(reason)
+        if objects:
+            return await self.inner.run(config, seed, objects=objects)  # type: ignore[call-arg]
         return await self.inner.run(config, seed)
 
     def __repr__(self) -> str:

@@ -72,6 +72,13 @@ class Workload(abc.ABC):
       config (and closes them), and returns a :class:`WorkloadResult` whose metric names
       and units are the same for every cell and seed. An exception is recorded as the
       cell's failure; the grid goes on.
+    * Strategy objects (optional): a workload whose ``run`` accepts ``objects`` (a mapping
+      :class:`~memlab.MemoryStack` keyword -> a fresh object for this run; empty or None
+      when the cell varies none) may run on grids that vary objects
+      (``vary={"session_retriever": [...]}``); it passes them into every stack it builds
+      (``MemoryStack.from_config(config, **objects)``) or, building no stack, uses them in
+      place of what the config would build. A grid varying objects refuses a workload whose
+      ``run`` takes no ``objects``; otherwise it calls ``run(config, seed)``.
     * ``turn_columns`` (optional): the per-turn columns' dtypes, in order.
     * :meth:`check` (optional) rejects a cell's config before anything runs (raise
       :class:`~memlab.exceptions.ConfigError`).
