@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from memlab.session.retrievers import SessionRetriever
     from memlab.ttl import TTLPolicy
 
-__all__ = ["Injected", "check_types", "retriever_registry", "stack_clock"]
+__all__ = ["Injected", "check_types", "families", "retriever_registry", "stack_clock"]
 
 
 class Injected(TypedDict, total=False):
@@ -41,7 +41,7 @@ class Injected(TypedDict, total=False):
     clock: Clock | None
 
 
-def _families() -> dict[str, tuple[str, type, str]]:
+def families() -> dict[str, tuple[str, type, str]]:
     """keyword -> (family, base class, its public name) of each injectable strategy object."""
     from memlab.analysis import AnalysisMode
     from memlab.cache import CacheBackend
@@ -69,7 +69,7 @@ def _wrong_type(keyword: str, family: str, expected: str, value: Any) -> ConfigE
 
 def check_types(objects: Mapping[str, Any]) -> None:
     """``ConfigError`` naming the family and base class of the first passed object of the wrong type."""
-    for keyword, (family, base, expected) in _families().items():
+    for keyword, (family, base, expected) in families().items():
         value = objects.get(keyword)
         if value is not None and not isinstance(value, base):
             raise _wrong_type(keyword, family, expected, value)

@@ -54,9 +54,9 @@ KEYWORD_ONLY = ("session_retriever", "embedder")
 
 def family_base(keyword: str) -> tuple[str, type, str]:
     """``(family, base class, its public name)`` of a :data:`FAMILIES` keyword (the table MemoryStack checks with)."""
-    from memlab._injection import _families
+    from memlab._injection import families
 
-    return _families()[keyword]
+    return families()[keyword]
 
 
 def is_strategy_value(keyword: str, value: Any) -> bool:

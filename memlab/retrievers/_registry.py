@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from memlab.retrievers._agentic import AgenticCompletionRetriever, FeelingLuckyRetriever
 from memlab.retrievers._base import Retriever
@@ -55,7 +54,7 @@ class Retrievers:
         self._classes = dict(RETRIEVERS if classes is None else classes)
         self._instances: dict[SearchType, Retriever] = dict(instances or {})
 
-    def get(self, search_type: SearchType | str) -> Any:
+    def get(self, search_type: SearchType | str) -> Retriever:
         """The retriever of ``search_type`` (``ValidationError`` for an unknown type)."""
         key = parse_search_type(search_type)
         found = self._instances.get(key)
@@ -64,6 +63,6 @@ class Retrievers:
         return found
 
 
-def get_retriever(search_type: SearchType | str) -> Any:
+def get_retriever(search_type: SearchType | str) -> Retriever:
     """A new instance of the retriever of ``search_type``, for use outside a stack."""
     return Retrievers().get(search_type)
