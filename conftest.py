@@ -2,4 +2,13 @@
 
 import pytest
 
-pytest.register_assert_rewrite("memlab.testing.conformance", "memlab.testing.machines", "memlab.testing.policy_suites")
+pytest.register_assert_rewrite(
+    "memlab.testing.analysis_suite",
+    "memlab.testing.checker",
+    "memlab.testing.conformance",
+    "memlab.testing.embedder_suite",
+    "memlab.testing.machines",
+    "memlab.testing.policy_suites",
+    "memlab.testing.retriever_suite",
+    "memlab.testing.session_suite",
+)
