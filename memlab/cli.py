@@ -77,10 +77,23 @@ def _names(text: str) -> tuple[str, ...]:
     return names
 
 
+class _Parser(argparse.ArgumentParser):
+    """``memlab --help`` ends with the installed strategy plugins (:mod:`memlab.plugins`), read only when help is shown."""
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        if self.prog != "memlab":  # a command's own help
+            return text
+        from memlab.plugins import help_text
+
+        listing = help_text()
+        return f"{text}\n{listing}\n" if listing else text
+
+
 def build_parser() -> argparse.ArgumentParser:
     from memlab import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="memlab",
         description="memlab: a research toolkit for agent memory. Every command builds its stack from environment "
         f"variables (MEMLAB_DATA_ROOT, CACHE_BACKEND, MEMLAB_DB_URL, ...) and from the dotenv file {DEFAULT_ENV_FILE} in "

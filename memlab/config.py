@@ -35,7 +35,10 @@ pydantic-settings (``_EnvSettings``); the ``DB_*`` settings are read when the
 postgres cache URL is built (:func:`sql_cache_url`), from ``os.environ`` only.
 
 An unknown strategy name raises :class:`~memlab.exceptions.ConfigError` listing
-the valid ones.
+the valid ones and the installed plugins. Each family has one name -> class map
+here (``CACHE_BACKENDS``, ...); a name not in it is looked up among the family's
+entry points (:mod:`memlab.plugins`), and the class builds itself with its
+``from_config(config, **collaborators)``.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ import re
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, cast, get_args
+from typing import Annotated, Any, Literal, Optional, cast, get_args
 
 import pydantic
 from pydantic import (
@@ -65,9 +68,6 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 
 from memlab.exceptions import ConfigError
 from memlab.privacy import mask_url_passwords
-
-if TYPE_CHECKING:  # the backends themselves are imported by name, on demand
-    from memlab.cache import CacheBackend
 
 __all__ = [
     "ANALYSIS_MODES",
@@ -179,9 +179,26 @@ def check_db_url(variable: str, url: str) -> None:
 
 
 def _choice(kind: str, value: str, choices: Mapping[str, Any]) -> str:
-    if value not in choices:
-        raise ConfigError(f"unknown {kind} {value!r}; choose from {', '.join(sorted(choices))}")
-    return value
+    """``value`` when it is a built-in name of the family ``kind`` or an installed plugin's; else ConfigError listing both."""
+    if value in choices:
+        return value
+    from memlab import plugins
+
+    if value.strip().lower() in plugins.installed(plugins.GROUPS[kind]):
+        return value
+    listed = plugins.describe(kind)
+    raise ConfigError(
+        f"unknown {kind} {value!r}; choose from {', '.join(sorted(choices))}" + (f"; installed plugins: {listed}" if listed else "")
+    )
+
+
+def _strategy(kind: str, choices: Mapping[str, str], name: str) -> Any:
+    """The class ``name`` means in the family ``kind``: the built-in of ``choices`` (built-ins win), else the plugin's."""
+    if name in choices:
+        return _load(choices[name])
+    from memlab import plugins
+
+    return plugins.load(kind, name)
 
 
 def _load(target: str) -> type:
@@ -707,14 +724,10 @@ def build_ttl_policy(config: StackConfig):
     if not ttl.seconds:
         name = "none"
     elif ttl.policy == "auto":
-        backend = cast("type[CacheBackend]", _load(CACHE_BACKENDS[config.cache.backend]))  # every entry names one
-        name = backend.default_ttl_policy
+        name = getattr(_strategy("cache backend", CACHE_BACKENDS, config.cache.backend), "default_ttl_policy", "sliding")
     else:
         name = ttl.policy
-    cls = _load(TTL_POLICIES[name])
-    if name == "lazy_slack":
-        return cls(ttl.seconds, slack=ttl.slack)
-    return cls(ttl.seconds)
+    return _strategy("ttl policy", TTL_POLICIES, name).from_config(config)
 
 
 def _postgres_cache_url(config: StackConfig, environ: Mapping[str, str]) -> str:
@@ -758,48 +771,17 @@ def build_cache_backend(config: StackConfig, clock, *, ttl: Any = None):
     ``ttl`` is the :class:`~memlab.ttl.TTLPolicy` the backend stamps expiries with;
     None builds the one ``config.ttl`` describes (:func:`build_ttl_policy`).
     """
-    cache = config.cache
-    if not cache.enabled:
+    if not config.cache.enabled:
         return None
-    cls = _load(CACHE_BACKENDS[cache.backend])
-    policy = ttl if ttl is not None else build_ttl_policy(config)
-    common = {"ttl": policy, "clock": clock, "purge_interval_seconds": cache.purge_interval_seconds}
-    if cache.backend == "memory":
-        return cls(**common)
-    if cache.backend in ("sqlite", "postgres"):
-        return cls(sql_cache_url(config), **common)
-    if cache.backend == "redis":
-        password = cache.password.get_secret_value() if cache.password else None
-        return cls(
-            host=cache.host,
-            port=cache.port,
-            username=cache.username,
-            password=password,
-            ssl=cache.ssl,
-            ssl_cert_reqs=cache.ssl_cert_reqs,
-            cluster=cache.redis_cluster,
-            **common,
-        )
-    if cache.backend == "fs":
-        return cls(config.fs_cache_dir, **common)
-    if cache.backend == "tapes":
-        if not cache.tapes_ingest_url:
-            raise ConfigError("the tapes cache backend needs TAPES_INGEST_URL (the Tapes ingest service)")
-        return cls(config.fs_cache_dir, ingest_url=cache.tapes_ingest_url, provider=cache.tapes_provider, **common)
-    raise ConfigError(f"cache backend {cache.backend!r} has no builder")  # pragma: no cover - registry and builders agree
+    cls = _strategy("cache backend", CACHE_BACKENDS, config.cache.backend)
+    return cls.from_config(config, clock=clock, ttl=ttl if ttl is not None else build_ttl_policy(config))
 
 
 def build_llm_client(config: StackConfig):
     """The :class:`~memlab.llm.LLMClient` of the config (litellm is imported on its first call)."""
     from memlab.llm import LLMClient
 
-    llm = config.llm
-    return LLMClient(
-        llm.model,
-        api_key=llm.api_key.get_secret_value() if llm.api_key else None,
-        offline_latency_ms=llm.offline_latency_ms,
-        price_as=llm.price_as,
-    )
+    return LLMClient.from_config(config)
 
 
 def build_embedder(config: StackConfig):
@@ -807,6 +789,12 @@ def build_embedder(config: StackConfig):
     from memlab.embeddings import embedder_from_model
     from memlab.exceptions import ValidationError
 
+    model = config.embedding.model
+    if not model.lower().startswith("memlab/"):  # memlab's names win; a plugin's name wins over litellm's open namespace
+        from memlab import plugins
+
+        if model.lower() in plugins.installed(plugins.GROUPS["embedder"]):
+            return plugins.load("embedder", model).from_config(config)
     key = config.embedding.api_key or config.llm.api_key
     try:
         return embedder_from_model(config.embedding.model, api_key=key.get_secret_value() if key else None)
@@ -816,8 +804,7 @@ def build_embedder(config: StackConfig):
 
 def build_merge_policy(config: StackConfig):
     """The merge policy ``merge.policy`` names."""
-    cls = _load(MERGE_POLICIES[config.merge.policy])
-    return cls(k=config.merge.rrf_k) if config.merge.policy == "rrf" else cls()
+    return _strategy("merge policy", MERGE_POLICIES, config.merge.policy).from_config(config)
 
 
 def build_session_retriever(config: StackConfig, embedder: Any = None):
@@ -828,13 +815,9 @@ def build_session_retriever(config: StackConfig, embedder: Any = None):
     (``vector``, ``hybrid``) gets it, and without one builds its own from the config
     (:func:`build_embedder`).
     """
-    session = config.session
-    cls = _load(SESSION_RETRIEVERS[session.retriever])
-    if not getattr(cls, "needs_embedder", False):
-        return cls()
-    return cls(embedder if embedder is not None else build_embedder(config), min_similarity=session.min_similarity)
+    return _strategy("session retriever", SESSION_RETRIEVERS, config.session.retriever).from_config(config, embedder=embedder)
 
 
 def build_analysis_mode(config: StackConfig):
     """The turn-analysis mode ``analysis.search_mode`` names (see :mod:`memlab.analysis`)."""
-    return _load(ANALYSIS_MODES[config.analysis.search_mode])(config.analysis)
+    return _strategy("session search mode", ANALYSIS_MODES, config.analysis.search_mode).from_config(config)

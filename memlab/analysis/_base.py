@@ -123,6 +123,11 @@ class AnalysisMode(abc.ABC):
     def __init__(self, config: Any) -> None:
         self.config = config
 
+    @classmethod
+    def from_config(cls, config: Any) -> "AnalysisMode":
+        """This mode as a :class:`~memlab.config.StackConfig` describes it: built from ``config.analysis``."""
+        return cls(config.analysis)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(auto_feedback={self.config.auto_feedback}, timeout_seconds={self.config.timeout_seconds})"
 

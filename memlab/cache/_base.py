@@ -95,6 +95,15 @@ class QALog:
     reset: bool
 
 
+def config_options(config: Any, clock: Clock | None, ttl: TTLPolicy | None) -> dict[str, Any]:
+    """The constructor options every backend's ``from_config`` passes: ``ttl``, ``clock``, ``purge_interval_seconds``."""
+    if ttl is None:
+        from memlab.config import build_ttl_policy
+
+        ttl = build_ttl_policy(config)
+    return {"ttl": ttl, "clock": clock, "purge_interval_seconds": config.cache.purge_interval_seconds}
+
+
 class CacheBackend(abc.ABC):
     """Session cache backend. See the module docstring for the full contract."""
 
@@ -115,6 +124,16 @@ class CacheBackend(abc.ABC):
         self.purge_interval_seconds = purge_interval_seconds
         self._last_sweep: float | None = None
         self._opened = False
+
+    @classmethod
+    def from_config(cls, config: Any, *, clock: Clock | None = None, ttl: TTLPolicy | None = None) -> "CacheBackend":
+        """This backend as a :class:`~memlab.config.StackConfig` describes it (``CACHE_BACKEND=<name>``).
+
+        ``clock`` and ``ttl`` are the stack's collaborators; ``ttl`` None builds the
+        policy ``config.ttl`` names. A subclass whose constructor takes more
+        (a URL, a directory) overrides this.
+        """
+        return cls(**config_options(config, clock, ttl))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(ttl={self.ttl.name}:{self.ttl.seconds})"

@@ -91,7 +91,9 @@ from typing import Any, TypeVar
 
 import diskcache
 
-from memlab.cache._base import CacheBackend, PayloadChange
+from memlab._clock import Clock
+from memlab.cache._base import CacheBackend, PayloadChange, config_options
+from memlab.ttl import TTLPolicy
 from memlab.cache._turn_lock import file_turn_lock
 from memlab.exceptions import CacheConnectionError, SessionQAEntryValidationError
 
@@ -248,6 +250,11 @@ class DiskCache(CacheBackend):
         self._executor: ThreadPoolExecutor | None = None
         self._queued = 0  # writes of this instance waiting on the executor
         self._disk: diskcache.Disk | None = None  # to decode rows written by Cache.set itself
+
+    @classmethod
+    def from_config(cls, config: Any, *, clock: Clock | None = None, ttl: TTLPolicy | None = None) -> "DiskCache":
+        """``fs`` from the config: a cache in ``config.fs_cache_dir``."""
+        return cls(config.fs_cache_dir, **config_options(config, clock, ttl))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r}, ttl={self.ttl.name}:{self.ttl.seconds})"

@@ -96,7 +96,9 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("RedisCache needs the redis package: pip install 'memlab[redis]'") from exc
 
-from memlab.cache._base import CacheBackend, PayloadChange
+from memlab._clock import Clock
+from memlab.cache._base import CacheBackend, PayloadChange, config_options
+from memlab.ttl import TTLPolicy
 from memlab.cache._redis_lua import PRELUDE, SCRIPTS
 from memlab.cache._turn_lock import lock_timeout
 from memlab.exceptions import (
@@ -468,6 +470,21 @@ class RedisCache(CacheBackend):
             self.where = f"unix:{self._conn_kwargs['unix_socket_path']}"
         else:
             self.where = f"{self._conn_kwargs['host']}:{self._conn_kwargs['port']}" + (" (cluster)" if self._cluster else "")
+
+    @classmethod
+    def from_config(cls, config: Any, *, clock: Clock | None = None, ttl: TTLPolicy | None = None) -> "RedisCache":
+        """``redis`` from the config: ``cache.host``, ``port``, ``username``, ``password``, ``ssl``, ``redis_cluster``."""
+        cache = config.cache
+        return cls(
+            host=cache.host,
+            port=cache.port,
+            username=cache.username,
+            password=cache.password.get_secret_value() if cache.password else None,
+            ssl=cache.ssl,
+            ssl_cert_reqs=cache.ssl_cert_reqs,
+            cluster=cache.redis_cluster,
+            **config_options(config, clock, ttl),
+        )
 
     def __repr__(self) -> str:
         return f"RedisCache({self.where}, db={self._conn_kwargs.get('db', 0)}, ttl={self.ttl.name}:{self.ttl.seconds})"

@@ -53,7 +53,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from memlab._clock import Clock
-from memlab.cache._base import CacheBackend, QALog
+from memlab.cache._base import CacheBackend, QALog, config_options
+from memlab.exceptions import ConfigError
 from memlab.models import SessionQAEntry
 from memlab.ttl import TTLPolicy
 
@@ -195,6 +196,14 @@ class TapesCache:
         self._client: httpx.AsyncClient | None = None  # while open
         self._slots: asyncio.Semaphore | None = None
         self._pending: set[asyncio.Task] = set()
+
+    @classmethod
+    def from_config(cls, config: Any, *, clock: Clock | None = None, ttl: TTLPolicy | None = None) -> "TapesCache":
+        """``tapes`` from the config: an ``fs`` cache in ``config.fs_cache_dir`` mirrored to ``TAPES_INGEST_URL``."""
+        cache = config.cache
+        if not cache.tapes_ingest_url:
+            raise ConfigError("the tapes cache backend needs TAPES_INGEST_URL (the Tapes ingest service)")
+        return cls(config.fs_cache_dir, ingest_url=cache.tapes_ingest_url, provider=cache.tapes_provider, **config_options(config, clock, ttl))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r}, ingest_url={self.ingest_url!r}, provider={self.provider!r})"

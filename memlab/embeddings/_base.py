@@ -90,6 +90,14 @@ class Embedder(abc.ABC):
     #: the model's input window in its own tokens (longer texts are truncated); None: no short window
     max_tokens: int | None = None
 
+    @classmethod
+    def from_config(cls, config: Any) -> "Embedder":
+        """This embedder as a :class:`~memlab.config.StackConfig` describes it (a plugin's ``EMBEDDING_MODEL=<name>``).
+
+        The default takes no settings; a subclass that needs some (``embedding.api_key``) overrides this.
+        """
+        return cls()
+
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of ``texts``: float32, shape ``(len(texts), dim)``, rows of unit L2 norm."""
         import numpy as np

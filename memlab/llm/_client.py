@@ -168,6 +168,17 @@ class LLMClient:
     The client holds no connection; it is safe to share across tasks.
     """
 
+    @classmethod
+    def from_config(cls, config: Any) -> "LLMClient":
+        """The client a :class:`~memlab.config.StackConfig` describes: ``llm.model``, ``api_key``, latency, ``price_as``."""
+        llm = config.llm
+        return cls(
+            llm.model,
+            api_key=llm.api_key.get_secret_value() if llm.api_key else None,
+            offline_latency_ms=llm.offline_latency_ms,
+            price_as=llm.price_as,
+        )
+
     def __init__(
         self,
         model: str = OFFLINE_MODEL,

@@ -106,6 +106,11 @@ class MergePolicy(abc.ABC):
     receives the lanes as lists (None kept) and the checked numbers.
     """
 
+    @classmethod
+    def from_config(cls, config: Any) -> "MergePolicy":
+        """This policy as a :class:`~memlab.config.StackConfig` describes it (``MEMLAB_MERGE_POLICY=<name>``)."""
+        return cls()
+
     def merge(
         self, raw: Sequence[Any] | None, rewrite: Sequence[Any] | None, limit: int | None, reserve: int | None = None
     ) -> list[Any]:

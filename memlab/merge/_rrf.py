@@ -25,6 +25,11 @@ class RRFMerge(MergePolicy):
     ``k`` must be a real number >= 0 (ValidationError otherwise); 60 is the usual value.
     """
 
+    @classmethod
+    def from_config(cls, config: Any) -> "RRFMerge":
+        """``rrf`` from the config: k is ``merge.rrf_k``."""
+        return cls(k=config.merge.rrf_k)
+
     def __init__(self, k: float = 60) -> None:
         if isinstance(k, bool) or not isinstance(k, (int, float)) or not math.isfinite(k) or k < 0:
             raise ValidationError(f"k must be a finite number >= 0, got {k!r}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 from datetime import datetime, timedelta
+from typing import Any
 
 
 class TTLPolicy(abc.ABC):
@@ -29,6 +30,11 @@ class TTLPolicy(abc.ABC):
 
     def __init__(self, seconds: float | None) -> None:
         self.seconds = seconds if seconds and seconds > 0 else None
+
+    @classmethod
+    def from_config(cls, config: Any) -> "TTLPolicy":
+        """This policy as a :class:`~memlab.config.StackConfig` describes it: ``config.ttl.seconds``."""
+        return cls(config.ttl.seconds)
 
     @property
     def enabled(self) -> bool:

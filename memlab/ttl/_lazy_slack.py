@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from memlab.exceptions import ConfigError
 from memlab.ttl._base import TTLPolicy
@@ -15,6 +16,11 @@ class LazySlackTTL(TTLPolicy):
     """
 
     name = "lazy_slack"
+
+    @classmethod
+    def from_config(cls, config: Any) -> "LazySlackTTL":
+        """``lazy_slack`` from the config: ``ttl.seconds`` and ``ttl.slack``."""
+        return cls(config.ttl.seconds, slack=config.ttl.slack)
 
     def __init__(self, seconds: float | None, slack: float = 0.05) -> None:
         super().__init__(seconds)

@@ -295,3 +295,79 @@ def test_later_dotenv_files_win_and_missing_ones_are_skipped(tmp_path):
 def test_bad_dotenv_values_name_the_variable(tmp_path):
     with pytest.raises(ConfigError, match="MEMLAB_CHUNK_SIZE must be a whole number from 16"):
         StackConfig.from_env({}, env_file=_dotenv(tmp_path / ".env", "memlab_chunk_size=8\n"))
+
+
+# -- construction on the classes, plugins by name (issue 23) --------------------------------------
+
+
+def test_the_builders_hold_no_per_name_branches():
+    import ast
+    import inspect
+
+    import memlab.config as config_module
+
+    names = set().union(*(getattr(config_module, family) for family in ("CACHE_BACKENDS", "TTL_POLICIES", "MERGE_POLICIES", "SESSION_RETRIEVERS", "ANALYSIS_MODES")))
+    for builder in ("build_cache_backend", "build_merge_policy", "build_session_retriever", "build_analysis_mode", "build_ttl_policy"):
+        tree = ast.parse(inspect.getsource(getattr(config_module, builder)))
+        compared = {node.value for compare in ast.walk(tree) if isinstance(compare, ast.Compare) for node in ast.walk(compare) if isinstance(node, ast.Constant)}
+        assert not compared & (names - {"auto"}), f"{builder} compares against strategy names {compared & names}"
+
+
+def test_each_builtin_builds_itself_from_config(tmp_path):
+    from memlab.analysis import SequentialMode
+    from memlab.config import MergeConfig, SessionConfig, build_merge_policy, build_session_retriever
+    from memlab.embeddings import HashingEmbedder
+    from memlab.merge import RRFMerge
+    from memlab.session.retrievers import HybridSessionRetriever
+
+    config = StackConfig(data_root=tmp_path, merge=MergeConfig(policy="rrf", rrf_k=7.0), ttl=TTLConfig(policy="lazy_slack", slack=0.2))
+    assert RRFMerge.from_config(config).k == build_merge_policy(config).k == 7.0
+    policy = LazySlackTTL.from_config(config)
+    assert (policy.seconds, policy.slack) == (604800.0, 0.2)
+    backend = SQLCache.from_config(config, clock=FakeClock(), ttl=policy)
+    assert backend.ttl is policy and backend.url == f"sqlite:///{config.cache_path}"
+    assert isinstance(MemoryCache.from_config(config).ttl, LazySlackTTL)  # ttl None: the one config.ttl names
+    assert SequentialMode.from_config(config).config is config.analysis
+    embedder = HashingEmbedder(32)
+    hybrid = StackConfig(data_root=tmp_path, session=SessionConfig(retriever="hybrid", min_similarity=0.5))
+    assert isinstance(HybridSessionRetriever.from_config(hybrid, embedder=embedder), HybridSessionRetriever)
+    assert isinstance(build_session_retriever(hybrid, embedder), HybridSessionRetriever)
+
+
+class _PluginCache(MemoryCache):
+    default_ttl_policy = "none"
+
+
+def test_a_plugin_name_is_accepted_and_built_and_built_ins_win(monkeypatch, tmp_path):
+    from memlab import plugins
+
+    found = {
+        "memlab.cache_backends": {
+            "mine": plugins.Plugin("mine", f"{__name__}:_PluginCache", "memlab.cache_backends", "mine-dist"),
+            "memory": plugins.Plugin("memory", f"{__name__}:_PluginCache", "memlab.cache_backends", "mine-dist"),
+        }
+    }
+    monkeypatch.setattr(plugins, "installed", lambda group: found.get(group, {}))
+    config = StackConfig.from_env({"CACHE_BACKEND": "Mine", "MEMLAB_DATA_ROOT": str(tmp_path)})
+    backend = build_cache_backend(config, FakeClock())
+    assert type(backend) is _PluginCache and isinstance(backend.ttl, NoTTL)  # auto: the plugin's default policy
+    assert type(build_cache_backend(StackConfig(data_root=tmp_path, cache=CacheConfig(backend="memory")), FakeClock())) is MemoryCache
+    with pytest.raises(ConfigError, match=r"choose from .*; installed plugins: memory \(mine-dist\), mine \(mine-dist\)"):
+        CacheConfig(backend="nosuch")
+
+
+def test_a_plugin_without_from_config_or_failing_to_import_is_a_config_error(monkeypatch):
+    from memlab import plugins
+
+    found = {
+        "memlab.merge_policies": {
+            "plain": plugins.Plugin("plain", "builtins:object", "memlab.merge_policies", "plain-dist"),
+            "gone": plugins.Plugin("gone", "memlab_no_such_module:Policy", "memlab.merge_policies", "gone-dist"),
+        }
+    }
+    monkeypatch.setattr(plugins, "installed", lambda group: found.get(group, {}))
+    with pytest.raises(ConfigError, match=r"plain \(plain-dist\).*no from_config"):
+        plugins.load("merge policy", "plain")
+    with pytest.raises(ConfigError, match=r"plugin 'gone' .*'gone-dist' failed to load: ModuleNotFoundError"):
+        plugins.load("merge policy", "gone")
+

@@ -10,15 +10,17 @@ import time
 from collections.abc import Hashable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.engine import make_url
 
 from memlab._sqlrun import DB, PostgresRunner, SQLiteRunner, advisory_key, is_integrity_error, resolve_url
-from memlab.cache._base import DEFAULT_TTL_SECONDS, CacheBackend, PayloadChange
+from memlab._clock import Clock
+from memlab.cache._base import DEFAULT_TTL_SECONDS, CacheBackend, PayloadChange, config_options
 from memlab.cache._turn_lock import file_turn_lock, lock_name, lock_timeout
 from memlab.cache._sql.statements import KINDS_IN_LOCK_ORDER, PG_SESSION_SETTINGS, SWEEP_LOCK_KEY, TABLES, build_statements
 from memlab.exceptions import CacheConnectionError, ConfigError, SessionLockTimeout, SessionQAEntryValidationError
-from memlab.ttl import LazySlackTTL
+from memlab.ttl import LazySlackTTL, TTLPolicy
 
 logger = logging.getLogger("memlab.cache")
 
@@ -90,6 +92,13 @@ class SQLCache(CacheBackend):
             self.path = None
         self._pool_size, self._connect_timeout, self._command_timeout = pool_size, connect_timeout, command_timeout
         self._runner: SQLiteRunner | PostgresRunner | None = None
+
+    @classmethod
+    def from_config(cls, config: Any, *, clock: Clock | None = None, ttl: TTLPolicy | None = None) -> "SQLCache":
+        """``sqlite`` or ``postgres`` from the config: the URL of :func:`memlab.config.sql_cache_url`."""
+        from memlab.config import sql_cache_url
+
+        return cls(sql_cache_url(config), **config_options(config, clock, ttl))
 
     def __repr__(self) -> str:
         return f"SQLCache({self.display_url!r}, ttl={self.ttl.name}:{self.ttl.seconds})"

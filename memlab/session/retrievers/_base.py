@@ -43,7 +43,7 @@ from __future__ import annotations
 import abc
 import heapq
 from collections.abc import Hashable, Iterable
-from typing import ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from memlab.cache import QALog
 from memlab.models import SessionQAEntry
@@ -138,6 +138,24 @@ class SessionRetriever(abc.ABC, Generic[IndexT]):
     @abc.abstractmethod
     async def search(self, index: IndexT, query: str, top_k: int) -> list[Hit]:
         """Up to ``top_k`` ``(turn, score)`` of ``index``, best first, ties oldest first; scores > 0."""
+
+    @classmethod
+    def from_config(cls, config: Any, *, embedder: Any = None) -> "SessionRetriever":
+        """This retriever as a :class:`~memlab.config.StackConfig` describes it (``SESSION_RETRIEVER=<name>``).
+
+        ``embedder`` is the stack's embedder (or a zero-argument callable returning
+        it); a retriever that embeds passes it through :meth:`config_embedder`.
+        """
+        return cls()
+
+    @staticmethod
+    def config_embedder(config: Any, embedder: Any = None) -> Any:
+        """``embedder``, or when None the one the config names (:func:`memlab.config.build_embedder`)."""
+        if embedder is not None:
+            return embedder
+        from memlab.config import build_embedder
+
+        return build_embedder(config)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

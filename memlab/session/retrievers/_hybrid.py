@@ -31,7 +31,7 @@ the cosine's magnitude and lets BM25 mainly reorder near-equal cosines.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from memlab.cache import QALog
 from memlab.models import SessionQAEntry
@@ -83,6 +83,11 @@ class HybridSessionRetriever(SessionRetriever[HybridIndex]):
 
     name = "hybrid"
     needs_embedder = True
+
+    @classmethod
+    def from_config(cls, config: Any, *, embedder: Any = None) -> "HybridSessionRetriever":
+        """``hybrid`` from the config: the stack's embedder (else the config's) and ``session.min_similarity``."""
+        return cls(cls.config_embedder(config, embedder), min_similarity=config.session.min_similarity)
 
     def __init__(
         self,

@@ -149,6 +149,11 @@ class VectorSessionRetriever(SessionRetriever[VectorIndex]):
     name = "vector"
     needs_embedder = True
 
+    @classmethod
+    def from_config(cls, config: Any, *, embedder: Any = None) -> "VectorSessionRetriever":
+        """``vector`` from the config: the stack's embedder (else the config's) and ``session.min_similarity``."""
+        return cls(cls.config_embedder(config, embedder), min_similarity=config.session.min_similarity)
+
     def __init__(self, embedder: "Embedder | Callable[[], Embedder]", *, min_similarity: float = VECTOR_MIN_SIMILARITY) -> None:
         self._embedder_source = embedder
         self.min_similarity = check_min_similarity(min_similarity)
