@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=_int_at_least(0), default=0, help="conversation seed (default: 0)")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    output = argparse.ArgumentParser(add_help=False)
+    output = _Parser(add_help=False)
     output.add_argument(
         "--json", type=Path, metavar="PATH", help="also write the rows (and the run's details) as JSON; '-' writes it to stdout (the table goes to stderr)"
     )
