@@ -12,8 +12,6 @@ from typing import Any
 from memlab._imports import lazy_getattr as _lazy_getattr
 from memlab.exceptions import (
     BackendError,
-    BackendSkipped,
-    BenchmarkError,
     CacheConnectionError,
     ConfigError,
     DistillationCallsFailedError,
@@ -30,8 +28,6 @@ from memlab.exceptions import (
     SessionQAEntryValidationError,
     StackStateError,
     StructuredOutputError,
-    SubjectFailed,
-    UsageError,
     ValidationError,
 )
 
@@ -39,8 +35,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendError",
-    "BackendSkipped",
-    "BenchmarkError",
     "CacheConnectionError",
     "ConfigError",
     "DataRecord",
@@ -75,9 +69,7 @@ __all__ = [
     "StackConfig",
     "StackStateError",
     "StructuredOutputError",
-    "SubjectFailed",
     "SystemRecallResponse",
-    "UsageError",
     "User",
     "ValidationError",
     "forget",

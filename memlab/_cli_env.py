@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from memlab.exceptions import ConfigError, UsageError
+from memlab._cli_errors import UsageError
+from memlab.exceptions import ConfigError
 
 #: the file read when ``--env-file`` is not given (absent is fine), relative to the working directory
 DEFAULT_ENV_FILE = Path(".env")

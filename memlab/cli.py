@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memlab._cli_env import DEFAULT_ENV_FILE, env_file_applied
-from memlab.exceptions import UsageError
+from memlab._cli_errors import UsageError
 
 if TYPE_CHECKING:
     from memlab.config import StackConfig

@@ -10,8 +10,7 @@ errors (sqlite3, redis, asyncpg, ...) are wrapped, never raised bare::
     │   ├── SessionQAEntryValidationError    a QA entry field is invalid (feedback_score outside 1..5, ...)
     │   ├── SessionPreconditionError         the call needs state that does not exist (no main_dataset)
     │   ├── SessionDistillationError         distill_session() got no dataset, or one that is unknown or not writable
-    │   ├── StructuredOutputError            the LLM's output does not fill the requested response_model
-    │   └── UsageError                       a command-line argument is wrong (the CLI exits with 2)
+    │   └── StructuredOutputError            the LLM's output does not fill the requested response_model
     ├── PermissionDeniedError(PermissionError)  the user may not read / write that dataset; nothing leaked
     ├── BackendError(RuntimeError)           a store failed; the message names the backend, never a secret
     │   ├── CacheConnectionError             the session cache could not be reached or answered wrongly
@@ -21,12 +20,19 @@ errors (sqlite3, redis, asyncpg, ...) are wrapped, never raised bare::
     ├── LLMError(RuntimeError)               litellm or the provider failed; the original error is __cause__
     │   └── DistillationCallsFailedError     curator / writer calls of a session distillation failed (``result``: the partial run)
     ├── EmbeddingError(RuntimeError)         an embedder could not load, verify or call its model
-    ├── StackStateError(RuntimeError)        a MemoryStack used before open() or after close()
-    └── BenchmarkError(RuntimeError)         a benchmark subject could not run
+    └── StackStateError(RuntimeError)        a MemoryStack used before open() or after close()
+
+Every library error is defined here and only here; other modules re-export them.
+
+Raised only by the ``memlab`` command and the benchmarks, and defined with them (not
+part of the library's tree, not exported from ``memlab``)::
+
+    MemlabError
+    ├── ValidationError
+    │   └── UsageError                       memlab._cli_errors: a command-line argument is wrong (exit status 2)
+    └── BenchmarkError(RuntimeError)         memlab.bench.errors: a benchmark subject could not run
         ├── BackendSkipped                   a cache backend cannot be benchmarked here (the message says why)
         └── SubjectFailed                    a benchmark subject raised during a repeat (``error`` is what)
-
-Every class is defined here and only here; other modules re-export them.
 """
 
 from __future__ import annotations
@@ -36,8 +42,6 @@ from typing import Any
 
 __all__ = [
     "BackendError",
-    "BackendSkipped",
-    "BenchmarkError",
     "CacheConnectionError",
     "ConfigError",
     "DistillationCallsFailedError",
@@ -54,8 +58,6 @@ __all__ = [
     "SessionQAEntryValidationError",
     "StackStateError",
     "StructuredOutputError",
-    "SubjectFailed",
-    "UsageError",
     "ValidationError",
 ]
 
@@ -134,10 +136,6 @@ class StructuredOutputError(ValidationError):
         self.model = model
 
 
-class UsageError(ValidationError):
-    """A command-line argument is wrong: the ``memlab`` command exits with status 2."""
-
-
 class LLMError(MemlabError, RuntimeError):
     """An LLM call failed in litellm or at the provider. The original error is chained as ``__cause__``.
 
@@ -164,22 +162,6 @@ class EmbeddingError(MemlabError, RuntimeError):
         super().__init__(message)
         self.model = model
         self.provider_error = provider_error
-
-
-class BenchmarkError(MemlabError, RuntimeError):
-    """A benchmark could not measure one of its subjects."""
-
-
-class BackendSkipped(BenchmarkError):
-    """A cache backend cannot be benchmarked here; the message says why."""
-
-
-class SubjectFailed(BenchmarkError):
-    """A benchmark subject (``label``) raised during a repeat; ``error`` is what it raised."""
-
-    def __init__(self, label: str, error: BaseException) -> None:
-        super().__init__(f"{label}: {type(error).__name__}: {error}")
-        self.label, self.error = label, error
 
 
 class SessionDistillationError(ValidationError):

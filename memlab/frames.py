@@ -25,18 +25,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
+
+from memlab.exceptions import ConfigError, ValidationError
 
 if TYPE_CHECKING:
     import pandas
 
-    from memlab.bench.conversations import Benchmark
     from memlab.datasets import Datasets
     from memlab.graph import PermanentMemory
     from memlab.models import SessionQAEntry
     from memlab.session import SessionAPI, SessionManager
+    from memlab.session.retrievers import SessionRetriever
     from memlab.usage import UsageAPI
 
 __all__ = [
@@ -47,6 +49,9 @@ __all__ = [
     "Frames",
     "LIST",
     "NESTED",
+    "QUALITY_KS",
+    "QualityEvaluator",
+    "QualityRun",
     "SESSION_COLUMNS",
     "SESSION_TYPES",
     "TURN_COLUMNS",
@@ -55,6 +60,12 @@ __all__ = [
     "UTC_DATETIME",
     "frame_columns",
     "pandas_dtype",
+    "quality_frame",
+    "quality_ks",
+    "quality_metric_names",
+    "quality_question_columns",
+    "quality_summary_columns",
+    "register_quality_evaluator",
     "to_frame",
 ]
 
@@ -208,10 +219,98 @@ FRAME_ROWS: dict[str, str] = {
 def frame_columns(name: str, *, k: Sequence[int] = (5, 10)) -> dict[str, str]:
     """Column -> pandas dtype of the frame ``name`` (a key of :data:`FRAME_ROWS`); ``k``: the cut-offs of ``quality``."""
     if name in ("quality", "quality_questions"):
-        from memlab.bench.quality_eval import question_columns, summary_columns
-
-        return question_columns(k) if name == "quality_questions" else summary_columns(k)
+        return quality_question_columns(k) if name == "quality_questions" else quality_summary_columns(k)
     return {column: pandas_dtype(kind) for column, kind in FRAME_COLUMNS[name].items()}
+
+
+# -- the quality frames (the evaluation is memlab.bench.quality_eval's) --------------------------
+
+#: the cut-offs of the quality frames by default
+QUALITY_KS = (5, 10)
+
+
+def quality_ks(ks: Sequence[int]) -> tuple[int, ...]:
+    """``ks`` sorted and deduplicated; :class:`~memlab.exceptions.ValidationError` unless a non-empty list of ints >= 1."""
+    if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ks):
+        raise ValidationError(f"k must be a non-empty list of integers >= 1, got {list(ks)!r}")
+    return tuple(sorted(set(ks)))
+
+
+def quality_metric_names(ks: Sequence[int]) -> list[str]:
+    """The averaged metric columns of the quality frames, in report order."""
+    ks = quality_ks(ks)
+    return (
+        [f"session_recall_at_{k}" for k in ks] + [f"turn_recall_at_{k}" for k in ks] + [f"hit_at_{k}" for k in ks] + ["mrr"]
+    )
+
+
+def quality_summary_columns(ks: Sequence[int] = QUALITY_KS) -> dict[str, str]:
+    """The columns of the ``quality`` frame (a category's or the overall row) and their pandas dtypes."""
+    return {
+        "kind": "string", "dataset": "string", "retriever": "string", "embedder": "string", "category": "string",
+        "questions": "Int64", "answerable": "Int64",
+        **{name: "Float64" for name in quality_metric_names(ks)},
+        "abstention_questions": "Int64", "no_result_rate": "Float64", "p50_ms": "Float64", "p95_ms": "Float64",
+        "conversations": "Int64", "turns": "Int64", "cold_start_s": "Float64", "first_query_ms": "Float64",
+        "write_ms_per_turn": "Float64", "ingest_ms_per_turn": "Float64",
+    }
+
+
+def quality_question_columns(ks: Sequence[int] = QUALITY_KS) -> dict[str, str]:
+    """The columns of the ``quality_questions`` frame (one benchmark question a row) and their pandas dtypes."""
+    ks = quality_ks(ks)
+    per_k = {}
+    for k in ks:
+        per_k.update({f"session_recall_at_{k}": "Float64", f"turn_recall_at_{k}": "Float64", f"hit_at_{k}": "Float64"})
+    return {
+        "dataset": "string", "retriever": "string", "conversation_id": "string", "question_id": "string", "category": "string",
+        "abstention": "bool", "gold_sessions": "Int64", "gold_turns": "Int64", "returned": "Int64", "no_result": "bool",
+        **per_k, "first_gold_rank": "Int64", "mrr": "Float64", "top_score": "Float64", "latency_ms": "float64",
+    }
+
+
+def quality_frame(rows: Sequence[dict[str, Any]], ks: Sequence[int] = QUALITY_KS, *, questions: bool = False) -> "pandas.DataFrame":
+    """Summary rows (or, with ``questions=True``, per-question rows) as a DataFrame with the typed columns above."""
+    import pandas as pd
+
+    columns = quality_question_columns(ks) if questions else quality_summary_columns(ks)
+    frame = pd.DataFrame.from_records([{name: row.get(name) for name in columns} for row in rows], columns=list(columns))
+    for name, kind in columns.items():
+        frame[name] = frame[name].astype(kind)
+    return frame
+
+
+class QualityRun(Protocol):
+    """What a quality evaluation returns (:class:`memlab.bench.quality_eval.Evaluation`), as :meth:`Frames.quality` reads it."""
+
+    #: the cut-offs measured
+    ks: tuple[int, ...]
+    #: one row per question (columns :func:`quality_question_columns`)
+    questions: list[dict[str, Any]]
+
+    def summary_rows(self) -> list[dict[str, Any]]:
+        """One row per category, then the overall row (columns :func:`quality_summary_columns`)."""
+        ...
+
+
+class QualityEvaluator(Protocol):
+    """The evaluation behind :meth:`Frames.quality`: ``retriever`` over ``benchmark`` on scratch stores."""
+
+    def __call__(self, retriever: "SessionRetriever[Any]", benchmark: Any, *, ks: Sequence[int], limit: int | None) -> Awaitable[QualityRun]: ...
+
+
+_quality_evaluator: QualityEvaluator | None = None
+
+
+def register_quality_evaluator(evaluator: QualityEvaluator) -> None:
+    """Install the evaluation :meth:`Frames.quality` runs: the one seam between the stack and the benchmarks.
+
+    :mod:`memlab.bench` installs :func:`memlab.bench.quality_eval.evaluate_retriever` when
+    it is imported, which every benchmark object implies (its class lives there). This
+    module imports nothing from :mod:`memlab.bench` (``tests/test_architecture.py``).
+    """
+    global _quality_evaluator
+    _quality_evaluator = evaluator
 
 
 # -- building typed frames ----------------------------------------------------------------------
@@ -458,26 +557,26 @@ class Frames:
         return _build(rows, GRAPH_NODE_TYPES)
 
     async def quality(
-        self, benchmark: "Benchmark", *, k: Sequence[int] = (5, 10), limit: int | None = None, questions: bool = False
+        self, benchmark: Any, *, k: Sequence[int] = QUALITY_KS, limit: int | None = None, questions: bool = False
     ) -> "pandas.DataFrame":
         """The session-retriever benchmark (:mod:`memlab.bench.quality_eval`) for this stack's configured retriever.
 
-        One row per category of ``benchmark`` and an overall row (``category == "all"``):
-        session / turn recall@k and hit@k for each ``k``, MRR, the abstention no-result
-        rate, p50 / p95 search ms, ingest costs; ``questions=True``: one row per question.
-        ``limit``: the first ``limit`` questions only. Runs on a scratch in-memory session
-        cache with the stack's retriever (and embedder): the stack's own stores are not
-        touched. Columns typed (``Float64`` / ``Int64`` nullable, ``string``): ``frame_columns("quality", k=k)``;
-        ``embedder`` is the retriever's embedder (NA for ``keyword`` / ``bm25``, which embed nothing).
-        """
-        from memlab.bench.quality_eval import evaluate, quality_frame, scratch_manager, summary_rows
+        One row per category of ``benchmark`` (a :class:`memlab.bench.conversations.Benchmark`)
+        and an overall row (``category == "all"``): session / turn recall@k and hit@k for each
+        ``k``, MRR, the abstention no-result rate, p50 / p95 search ms, ingest costs;
+        ``questions=True``: one row per question. ``limit``: the first ``limit`` questions
+        only. Runs on a scratch in-memory session cache with the stack's retriever (and
+        embedder): the stack's own stores are not touched. Columns typed (``Float64`` /
+        ``Int64`` nullable, ``string``): ``frame_columns("quality", k=k)``; ``embedder`` is the
+        retriever's embedder (NA for ``keyword`` / ``bm25``, which embed nothing).
 
-        retriever = self._manager.retriever
-        run = await evaluate(scratch_manager(retriever), benchmark, ks=k, limit=limit)
-        if getattr(retriever, "needs_embedder", False):  # vector, or hybrid with its vector lane; keyword / bm25: NA
-            vector = getattr(retriever, "semantic", retriever)
-            run.embedder = getattr(getattr(vector, "embedder", None), "name", None)
-        return quality_frame(run.questions if questions else summary_rows(run), run.ks, questions=questions)
+        The evaluation is :func:`memlab.bench.quality_eval.evaluate_retriever`, reached
+        through :func:`register_quality_evaluator`; this method only frames its result.
+        """
+        if _quality_evaluator is None:
+            raise ConfigError("no quality evaluation is registered: import memlab.bench (which builds the benchmarks) first")
+        run = await _quality_evaluator(self._manager.retriever, benchmark, ks=k, limit=limit)
+        return quality_frame(run.questions if questions else run.summary_rows(), run.ks, questions=questions)
 
     async def recall(self, query_text: str, query_type: Any = None, **kwargs: Any) -> "pandas.DataFrame":
         """``stack.recall(...)`` as a DataFrame: one row per result, any source.

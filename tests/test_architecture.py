@@ -1,7 +1,11 @@
 """The shape of the package, checked from its source: one exception tree, no import cycles, no private imports.
 
-* Every exception class memlab defines lives in :mod:`memlab.exceptions` and derives
-  from :class:`~memlab.exceptions.MemlabError`; each is exported from ``memlab``.
+* Every exception class memlab defines derives from :class:`~memlab.exceptions.MemlabError`
+  and lives in :mod:`memlab.exceptions` (the library's errors, each exported from ``memlab``)
+  or in the error module of the command or the benchmarks (:data:`TOOL_ERROR_MODULES`: their
+  own errors, not exported from ``memlab``).
+* The stack does not depend on the benchmarks: :mod:`memlab.stack`, :mod:`memlab.frames`
+  and the widgets import nothing from :mod:`memlab.bench`.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 
 import memlab
@@ -41,9 +47,24 @@ def _exception_classes_defined_in_source() -> list[tuple[str, str, list[str]]]:
     return found
 
 
-def test_every_exception_class_is_defined_in_exceptions_py():
-    elsewhere = [(path, name) for path, name, _ in _exception_classes_defined_in_source() if path != "exceptions.py"]
-    assert elsewhere == [], f"define these in memlab/exceptions.py: {elsewhere}"
+#: the errors only the ``memlab`` command / the benchmarks raise, each module's source path -> its module
+TOOL_ERROR_MODULES = {"_cli_errors.py": "memlab._cli_errors", "bench/errors.py": "memlab.bench.errors"}
+#: where an exception class may be defined
+ERROR_MODULES = {"memlab.exceptions", *TOOL_ERROR_MODULES.values()}
+
+
+def _tool_errors() -> dict[str, type[BaseException]]:
+    found: dict[str, type[BaseException]] = {}
+    for module_name in TOOL_ERROR_MODULES.values():
+        module = importlib.import_module(module_name)
+        found.update({name: getattr(module, name) for name in module.__all__})
+    return found
+
+
+def test_every_exception_class_is_defined_in_exceptions_py_or_a_tool_error_module():
+    allowed = {"exceptions.py", *TOOL_ERROR_MODULES}
+    elsewhere = [(path, name) for path, name, _ in _exception_classes_defined_in_source() if path not in allowed]
+    assert elsewhere == [], f"define these in memlab/exceptions.py (or, raised only by the CLI / benchmarks, with them): {elsewhere}"
 
 
 def test_every_exception_memlab_raises_derives_from_memlab_error_and_is_exported():
@@ -52,15 +73,66 @@ def test_every_exception_memlab_raises_derives_from_memlab_error_and_is_exported
         for name, value in vars(module).items():
             if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__.startswith("memlab"):
                 assert issubclass(value, exceptions.MemlabError), f"{module_name}.{name} is not a MemlabError"
-                assert value.__module__ == "memlab.exceptions", f"{module_name}.{name} is defined outside exceptions.py"
+                assert value.__module__ in ERROR_MODULES, f"{module_name}.{name} is defined outside the error modules"
     for name in exceptions.__all__:
         assert getattr(memlab, name) is getattr(exceptions, name)
         assert name in memlab.__all__
 
 
+def test_the_cli_and_benchmark_errors_are_memlab_errors_kept_out_of_the_core_api():
+    tool_errors = _tool_errors()
+    assert tool_errors, "the tool error modules export their classes in __all__"
+    for name, value in tool_errors.items():
+        assert issubclass(value, exceptions.MemlabError), name
+        assert value.__module__ in TOOL_ERROR_MODULES.values(), f"{name} is defined outside its tool's error module"
+        assert name not in exceptions.__all__ and not hasattr(exceptions, name), f"memlab.exceptions must not export {name}"
+        assert name not in memlab.__all__ and name not in vars(memlab), f"memlab must not export {name}"
+
+
 def test_the_tree_in_the_docstring_names_every_class():
     for name in exceptions.__all__:
         assert name in exceptions.__doc__, f"draw {name} in the exceptions module docstring"
+    core_tree = exceptions.__doc__.split("Raised only by")[0]
+    for name, value in _tool_errors().items():
+        module = importlib.import_module(value.__module__)
+        assert name in (module.__doc__ or ""), f"draw {name} in the {value.__module__} docstring"
+        assert name not in core_tree, f"draw {name} apart from the library's tree in the exceptions docstring"
+
+
+# -- the stack does not depend on the benchmarks -----------------------------------------------------
+
+#: modules of the library that must not import :mod:`memlab.bench` (at module level, in a function or for type checking)
+BENCH_FREE = ("memlab.stack", "memlab.frames")
+
+
+def _bench_free_modules() -> list[str]:
+    return [name for name in _modules() if name in BENCH_FREE or name == "memlab.widgets" or name.startswith("memlab.widgets.")]
+
+
+def test_the_stack_frames_and_widgets_import_nothing_from_bench():
+    offenders = []
+    for module in _bench_free_modules():
+        path = MODULES[module]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                sources = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                sources = [alias.name for alias in node.names]
+            else:
+                continue
+            if any(source == "memlab.bench" or source.startswith("memlab.bench.") for source in sources):
+                offenders.append(f"{module}:{node.lineno}")
+    assert offenders == [], f"these import memlab.bench: {offenders}"
+
+
+def test_importing_the_stack_and_frames_loads_no_benchmark_module():
+    code = (
+        "import sys, memlab.stack, memlab.frames\n"
+        "from memlab import MemoryStack\n"
+        "print(sorted(name for name in sys.modules if name == 'memlab.bench' or name.startswith('memlab.bench.')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", f"importing memlab.stack / memlab.frames loaded {done.stdout.strip()}"
 
 
 # -- the import graph ------------------------------------------------------------------------------

@@ -2,6 +2,10 @@
 
 ``memlab.bench.cache``: cache backend throughput and storage, each backend beside
 the raw ceiling of its store (:func:`~memlab.bench.cache.bench_cache`).
+
+Importing this package registers :func:`memlab.bench.quality_eval.evaluate_retriever` as
+the evaluation ``stack.frames.quality`` runs (:func:`memlab.frames.register_quality_evaluator`):
+the stack itself imports nothing from here.
 """
 
 from memlab.bench.cache import (
@@ -13,6 +17,10 @@ from memlab.bench.cache import (
     skipped_backends,
     to_frame,
 )
+from memlab.bench.quality_eval import evaluate_retriever as _evaluate_retriever
+from memlab.frames import register_quality_evaluator
+
+register_quality_evaluator(_evaluate_retriever)
 
 __all__ = [
     "CacheBenchSpec",

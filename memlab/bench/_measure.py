@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from memlab.bench._stores import Subject
-from memlab.exceptions import SubjectFailed
+from memlab.bench.errors import SubjectFailed
 
 
 class CacheBenchSpec(Protocol):

@@ -69,7 +69,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from memlab.bench import _table
-from memlab.exceptions import BackendSkipped
+from memlab.bench.errors import BackendSkipped
 from memlab.bench._measure import (
     FLATNESS_WINDOW,
     READ_PROBE_AT,

@@ -28,7 +28,7 @@ from typing import Any
 
 from memlab.bench._measure import median
 from memlab.bench._table import number, render
-from memlab.exceptions import BackendSkipped
+from memlab.bench.errors import BackendSkipped
 
 __all__ = ["CleanupBenchSpec", "format_cleanup_table", "run_bench_cleanup"]
 

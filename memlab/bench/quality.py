@@ -51,7 +51,8 @@ from memlab.bench.quality_eval import (
     quality_frame,
     summary_rows,
 )
-from memlab.exceptions import UsageError, ValidationError
+from memlab._cli_errors import UsageError
+from memlab.exceptions import ValidationError
 
 __all__ = [
     "OVER_KEYWORD_TARGET",

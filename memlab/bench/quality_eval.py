@@ -2,9 +2,11 @@
 
 Used by ``memlab bench quality`` (:mod:`memlab.bench.quality`, which builds one stack per
 retriever and adds the targets, the 10,000-turn latency run and the table) and by
-``stack.frames.quality`` (the stack's configured retriever). This module imports no
-``MemoryStack``: :mod:`memlab.frames` imports it, and :mod:`memlab.stack` imports
-:mod:`memlab.frames` (``tests/test_architecture.py`` forbids the cycle).
+``stack.frames.quality`` (the stack's configured retriever: :func:`evaluate_retriever`,
+which :mod:`memlab.bench` registers with :func:`memlab.frames.register_quality_evaluator`;
+:mod:`memlab.frames` and :mod:`memlab.stack` import nothing from here). The frames'
+columns (:func:`summary_columns`, :func:`question_columns`, :func:`quality_frame`) are
+defined in :mod:`memlab.frames` and re-exported here.
 
 The haystack
 ------------
@@ -67,11 +69,15 @@ from typing import TYPE_CHECKING, Any
 
 from memlab._stats import percentile
 from memlab.bench.conversations import Benchmark, Conversation, Question
-from memlab.exceptions import BenchmarkError, ValidationError
+from memlab.bench.errors import BenchmarkError
+from memlab.exceptions import ValidationError
+from memlab.frames import QUALITY_KS, quality_frame
+from memlab.frames import quality_ks as check_ks
+from memlab.frames import quality_metric_names as metric_names
+from memlab.frames import quality_question_columns as question_columns
+from memlab.frames import quality_summary_columns as summary_columns
 
 if TYPE_CHECKING:
-    import pandas
-
     from memlab.session import SessionManager
     from memlab.session.retrievers import SessionRetriever
 
@@ -83,6 +89,7 @@ __all__ = [
     "HaystackTurn",
     "check_ks",
     "evaluate",
+    "evaluate_retriever",
     "haystack_turns",
     "metric_names",
     "question_metrics",
@@ -94,7 +101,7 @@ __all__ = [
 ]
 
 #: the cut-offs reported by default
-DEFAULT_KS = (5, 10)
+DEFAULT_KS = QUALITY_KS
 #: the user id the haystacks are written under (not a UUID: no ``session_records`` row is written for it)
 BENCH_USER = "memlab-bench-quality"
 #: the category name of the overall summary row
@@ -130,13 +137,6 @@ def haystack_turns(conversation: Conversation) -> list[HaystackTurn]:
                 found.append(HaystackTurn("", turn.text, session.session_id, (turn.turn_id,)))
             i += 1
     return found
-
-
-def check_ks(ks: Sequence[int]) -> tuple[int, ...]:
-    """``ks`` sorted and deduplicated; :class:`~memlab.exceptions.ValidationError` unless a non-empty list of ints >= 1."""
-    if not ks or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ks):
-        raise ValidationError(f"k must be a non-empty list of integers >= 1, got {list(ks)!r}")
-    return tuple(sorted(set(ks)))
 
 
 def question_metrics(question: Question, ranked: Sequence[HaystackTurn], ks: Sequence[int]) -> dict[str, Any]:
@@ -178,6 +178,10 @@ class Evaluation:
     cold_start_s: float = 0.0
     embedder: str | None = None
 
+    def summary_rows(self) -> list[dict[str, Any]]:
+        """:func:`summary_rows` of this run."""
+        return summary_rows(self)
+
 
 def scratch_manager(retriever: "SessionRetriever[Any]") -> "SessionManager":
     """A :class:`~memlab.session.SessionManager` over a fresh in-memory cache ranking with ``retriever``.
@@ -189,6 +193,21 @@ def scratch_manager(retriever: "SessionRetriever[Any]") -> "SessionManager":
     from memlab.session import SessionManager
 
     return SessionManager(MemoryCache(), retriever=retriever)
+
+
+async def evaluate_retriever(
+    retriever: "SessionRetriever[Any]", benchmark: Benchmark, *, ks: Sequence[int] = DEFAULT_KS, limit: int | None = None
+) -> Evaluation:
+    """``stack.frames.quality``'s evaluation: :func:`evaluate` with ``retriever`` on a :func:`scratch_manager`.
+
+    ``embedder`` is set to the retriever's embedder where it embeds (``vector``, or
+    ``hybrid`` with its vector lane); None for ``keyword`` / ``bm25``.
+    """
+    run = await evaluate(scratch_manager(retriever), benchmark, ks=ks, limit=limit)
+    if getattr(retriever, "needs_embedder", False):
+        vector = getattr(retriever, "semantic", retriever)
+        run.embedder = getattr(getattr(vector, "embedder", None), "name", None)
+    return run
 
 
 def _selected(benchmark: Benchmark, limit: int | None) -> list[tuple[Conversation, list[Question]]]:
@@ -282,14 +301,6 @@ def _mean(values: Sequence[Any]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
-def metric_names(ks: Sequence[int]) -> list[str]:
-    """The averaged metric columns, in report order."""
-    ks = check_ks(ks)
-    return (
-        [f"session_recall_at_{k}" for k in ks] + [f"turn_recall_at_{k}" for k in ks] + [f"hit_at_{k}" for k in ks] + ["mrr"]
-    )
-
-
 def summary_rows(run: Evaluation) -> list[dict[str, Any]]:
     """One row per category present (benchmark order), then the overall row (``category == "all"``).
 
@@ -330,39 +341,3 @@ def summary_rows(run: Evaluation) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def summary_columns(ks: Sequence[int] = DEFAULT_KS) -> dict[str, str]:
-    """The columns of :func:`summary_rows` and their pandas dtypes (nullable ``Float64`` where a value may be missing)."""
-    return {
-        "kind": "string", "dataset": "string", "retriever": "string", "embedder": "string", "category": "string",
-        "questions": "Int64", "answerable": "Int64",
-        **{name: "Float64" for name in metric_names(ks)},
-        "abstention_questions": "Int64", "no_result_rate": "Float64", "p50_ms": "Float64", "p95_ms": "Float64",
-        "conversations": "Int64", "turns": "Int64", "cold_start_s": "Float64", "first_query_ms": "Float64",
-        "write_ms_per_turn": "Float64", "ingest_ms_per_turn": "Float64",
-    }
-
-
-def question_columns(ks: Sequence[int] = DEFAULT_KS) -> dict[str, str]:
-    """The columns of :attr:`Evaluation.questions` and their pandas dtypes."""
-    ks = check_ks(ks)
-    per_k = {}
-    for k in ks:
-        per_k.update({f"session_recall_at_{k}": "Float64", f"turn_recall_at_{k}": "Float64", f"hit_at_{k}": "Float64"})
-    return {
-        "dataset": "string", "retriever": "string", "conversation_id": "string", "question_id": "string", "category": "string",
-        "abstention": "bool", "gold_sessions": "Int64", "gold_turns": "Int64", "returned": "Int64", "no_result": "bool",
-        **per_k, "first_gold_rank": "Int64", "mrr": "Float64", "top_score": "Float64", "latency_ms": "float64",
-    }
-
-
-def quality_frame(rows: Sequence[dict[str, Any]], ks: Sequence[int] = DEFAULT_KS, *, questions: bool = False) -> "pandas.DataFrame":
-    """Summary rows (or, with ``questions=True``, per-question rows) as a DataFrame with the typed columns above."""
-    import pandas as pd
-
-    columns = question_columns(ks) if questions else summary_columns(ks)
-    frame = pd.DataFrame.from_records([{name: row.get(name) for name in columns} for row in rows], columns=list(columns))
-    for name, kind in columns.items():
-        frame[name] = frame[name].astype(kind)
-    return frame

@@ -57,7 +57,8 @@ from typing import Any
 
 from memlab.bench._table import number, percentile, render
 from memlab.bench.cache import SERVER_SETTINGS
-from memlab.exceptions import BenchmarkError, ValidationError
+from memlab.bench.errors import BenchmarkError
+from memlab.exceptions import ValidationError
 from memlab.testing.databases import throwaway_database
 
 __all__ = ["ENDPOINTS", "ERRORS_TARGET", "MIX", "ServeBenchSpec", "format_serve_table", "process_gone", "run_bench_serve", "server_environment"]

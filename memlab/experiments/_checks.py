@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from memlab.exceptions import BenchmarkError, ValidationError
+from memlab.bench.errors import BenchmarkError
+from memlab.exceptions import ValidationError
 
 __all__ = [
     "REMEMBERING",

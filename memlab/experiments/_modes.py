@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from memlab._stats import percentile
-from memlab.exceptions import BenchmarkError
+from memlab.bench.errors import BenchmarkError
 from memlab.experiments._checks import REMEMBERING, positive_int, search_type_name, verify_and_clear_session
 from memlab.experiments._workload import Workload, WorkloadResult
 

@@ -120,7 +120,7 @@ def _server_fields(table: dict[str, Any], backend: str, where: str) -> dict[str,
     if "server_url" not in table:
         return table
     from memlab.bench.cache import SERVER_SETTINGS
-    from memlab.exceptions import BackendSkipped
+    from memlab.bench.errors import BackendSkipped
 
     table = dict(table)
     url = table.pop("server_url")

@@ -19,7 +19,8 @@ from memlab.bench.quality_eval import (
     summary_rows,
 )
 from memlab.cli import main
-from memlab.exceptions import UsageError, ValidationError
+from memlab._cli_errors import UsageError
+from memlab.exceptions import ValidationError
 from memlab.session.retrievers import KeywordSessionRetriever
 
 KS = (1, 5)
