@@ -265,20 +265,13 @@ class TTLConfig(_Section):
     """Session expiry. ``seconds`` 0/None disables expiry (policy ``none``)."""
 
     policy: str = "auto"
-    seconds: Optional[float] = Field(604800.0, allow_inf_nan=False, le=MAX_SECONDS)
+    seconds: Optional[float] = Field(604800.0, allow_inf_nan=False, ge=0.0, le=MAX_SECONDS)
     slack: float = Field(0.05, ge=0.0, lt=1.0)
 
     @field_validator("policy")
     @classmethod
     def _known_policy(cls, value: str) -> str:
         return _choice("ttl policy", value, {"auto": None, **TTL_POLICIES})
-
-    @field_validator("seconds")
-    @classmethod
-    def _non_negative(cls, value: Optional[float]) -> Optional[float]:
-        if value is not None and value < 0:
-            raise ValueError(f"ttl seconds must be >= 0, got {value}")
-        return value
 
 
 class SessionConfig(_Section):
@@ -294,7 +287,7 @@ class SessionConfig(_Section):
     cosine floor of ``vector`` and ``hybrid`` (a turn below it is no match).
     """
 
-    abandon_after_seconds: float = Field(1800.0, gt=0.0, allow_inf_nan=False)
+    abandon_after_seconds: float = Field(1800.0, gt=0.0, le=MAX_SECONDS, allow_inf_nan=False)
     default_session_id: str = "default_session"
     distill_max_batches_per_run: int = Field(10, ge=0, le=MAX_DISTILL_BATCHES)
     #: record each session-scoped call's tokens and cost in session_records (``MEMLAB_USAGE_TRACKING``)
@@ -318,7 +311,7 @@ class AnalysisConfig(_Section):
 
     search_mode: str = "concurrent"
     auto_feedback: bool = True
-    timeout_seconds: float = Field(30.0, gt=0.0, le=MAX_SECONDS, allow_inf_nan=False)
+    timeout_seconds: float = Field(30.0, ge=1e-3, le=MAX_SECONDS, allow_inf_nan=False)
 
     @field_validator("search_mode")
     @classmethod
@@ -495,10 +488,12 @@ class StackConfig(_Section):
 #
 # ``_EnvSettings`` (pydantic-settings) reads the variables; each field is named after the
 # StackConfig field it fills (``<section>_<name>``, or ``data_root``) and None means "unset":
-# the section's own default applies, so the defaults live in the sections only. The settings
-# check what is specific to the environment (flag words, numbers and their ranges, the guards
-# that fail open); the sections then check the rest (names, URLs, rules across fields), and
-# every error names its variable.
+# the section's own default applies. Each setting's type, default and bounds are declared once,
+# on its section field: ``_ENVIRONMENT`` gives a variable only its name, the field it sets and
+# how its text is read, and its settings field takes the section field's type with the very
+# constraint objects the section declares. The settings check what is specific to the
+# environment (flag words, numbers and their ranges, the guards that fail open); the sections
+# then check the rest (names, URLs, rules across fields), and every error names its variable.
 
 _FROM_ENV = "invalid memlab configuration from the environment"
 _FLAG_WORDS = frozenset({"true", "false", "1", "0", "yes", "no", "on", "off"})
@@ -535,72 +530,15 @@ def _unset_if_invalid(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         return None
 
 
-_Number = Annotated[Optional[float], BeforeValidator(_unset_if_blank)]
-_Whole = Annotated[Optional[int], BeforeValidator(_unset_if_blank)]
-_Flag = Annotated[Optional[bool], BeforeValidator(_flag_word)]
+#: a strategy or option name as the environment gives it: folded to lower case (the section checks it)
 _Name = Optional[Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True)]]
 _FailOpen = WrapValidator(_unset_if_invalid)
 
 
-class _EnvSettings(BaseSettings):
-    """One field per variable of :meth:`StackConfig.from_env` (see the module docstring)."""
+class _EnvBase(BaseSettings):
+    """What every variable of :meth:`StackConfig.from_env` shares; :data:`_EnvSettings` adds one field per variable."""
 
     model_config = SettingsConfigDict(case_sensitive=False, env_ignore_empty=True, extra="ignore")
-
-    data_root: Optional[Path] = Field(None, validation_alias="MEMLAB_DATA_ROOT")
-    db_url: Optional[str] = Field(None, validation_alias="MEMLAB_DB_URL")
-    cache_enabled: _Flag = Field(None, validation_alias="CACHING")
-    cache_backend: Annotated[_Name, BeforeValidator(_unset_if_blank)] = Field(None, validation_alias="CACHE_BACKEND")
-    cache_db_url: Optional[str] = Field(None, validation_alias="CACHE_DB_URL")
-    cache_purge_interval_seconds: _Number = Field(
-        None, ge=-MAX_SECONDS, le=MAX_SECONDS, allow_inf_nan=False, validation_alias="CACHE_PURGE_INTERVAL_SECONDS"
-    )
-    cache_host: Optional[str] = Field(None, validation_alias="CACHE_HOST")
-    cache_port: _Whole = Field(None, ge=1, le=65535, validation_alias="CACHE_PORT")
-    cache_username: Optional[str] = Field(None, validation_alias="CACHE_USERNAME")
-    cache_password: Optional[SecretStr] = Field(None, validation_alias="CACHE_PASSWORD")
-    cache_ssl: _Flag = Field(None, validation_alias="CACHE_SSL")
-    cache_ssl_cert_reqs: _Name = Field(None, validation_alias="CACHE_SSL_CERT_REQS")
-    cache_redis_cluster: _Flag = Field(None, validation_alias="CACHE_REDIS_CLUSTER")
-    cache_tapes_ingest_url: Optional[str] = Field(None, validation_alias="TAPES_INGEST_URL")
-    cache_tapes_provider: _Name = Field(None, validation_alias="TAPES_PROVIDER")
-    ttl_policy: _Name = Field(None, validation_alias="MEMLAB_TTL_POLICY")
-    ttl_seconds: _Number = Field(None, ge=0.0, le=MAX_SECONDS, allow_inf_nan=False, validation_alias="SESSION_TTL_SECONDS")
-    # invalid, empty or out of range: the seed's 1800
-    session_abandon_after_seconds: Annotated[Optional[float], _FailOpen] = Field(
-        None, gt=0.0, le=MAX_SECONDS, allow_inf_nan=False, validation_alias="SESSION_ABANDON_AFTER_SECONDS"
-    )
-    session_distill_max_batches_per_run: _Whole = Field(
-        None, ge=0, le=MAX_DISTILL_BATCHES, validation_alias="IMPROVE_DISTILL_MAX_BATCHES_PER_RUN"
-    )
-    session_retriever: _Name = Field(None, validation_alias="SESSION_RETRIEVER")
-    analysis_search_mode: _Name = Field(None, validation_alias="SESSION_SEARCH_MODE")
-    analysis_auto_feedback: _Flag = Field(None, validation_alias="AUTO_FEEDBACK")
-    analysis_timeout_seconds: _Number = Field(
-        None, ge=1e-3, le=MAX_SECONDS, allow_inf_nan=False, validation_alias="MEMLAB_ANALYSIS_TIMEOUT_SECONDS"
-    )
-    merge_policy: _Name = Field(None, validation_alias="MEMLAB_MERGE_POLICY")
-    llm_model: Optional[str] = Field(None, validation_alias="LLM_MODEL")
-    llm_api_key: Optional[SecretStr] = Field(None, validation_alias="LLM_API_KEY")
-    llm_offline_latency_ms: _Number = Field(
-        None, ge=0.0, le=MAX_SECONDS * 1000, allow_inf_nan=False, validation_alias="MEMLAB_OFFLINE_LATENCY_MS"
-    )
-    llm_price_as: Optional[str] = Field(None, validation_alias="LLM_PRICE_AS")
-    session_track_usage: _Flag = Field(None, validation_alias="MEMLAB_USAGE_TRACKING")
-    embedding_model: Optional[str] = Field(None, validation_alias="EMBEDDING_MODEL")
-    embedding_api_key: Optional[SecretStr] = Field(None, validation_alias="EMBEDDING_API_KEY")
-    graph_chunk_size: _Whole = Field(None, ge=16, le=MAX_CHUNK_TOKENS, validation_alias="MEMLAB_CHUNK_SIZE")
-    graph_chunk_overlap: _Whole = Field(None, ge=0, le=MAX_CHUNK_TOKENS, validation_alias="MEMLAB_CHUNK_OVERLAP")
-    graph_extraction_concurrency: _Whole = Field(None, ge=1, le=256, validation_alias="MEMLAB_EXTRACTION_CONCURRENCY")
-    # the recall guards fail open: an unreadable value keeps its default
-    recall_warmup_shortcircuit: Annotated[_Flag, _FailOpen] = Field(None, validation_alias="RECALL_WARMUP_SHORTCIRCUIT")
-    recall_warmup_threshold: Annotated[Optional[int], _FailOpen] = Field(None, ge=0, validation_alias="RECALL_WARMUP_THRESHOLD")
-    recall_warmup_cache_ttl_seconds: Annotated[Optional[float], _FailOpen] = Field(
-        None, ge=0.0, le=MAX_SECONDS, allow_inf_nan=False, validation_alias="RECALL_WARMUP_CACHE_TTL"
-    )
-    recall_skill_gate_enabled: Annotated[Optional[bool], BeforeValidator(_skill_gate_on)] = Field(
-        None, validation_alias="SKILL_GATE_ENABLED"
-    )
 
     @classmethod
     def settings_customise_sources(
@@ -661,12 +599,111 @@ def _config_path(name: str) -> tuple[str, ...]:
     return (section, field) if field and section in StackConfig.model_fields else (name,)
 
 
-#: StackConfig field path -> the variable that sets it
-_VARIABLES: dict[tuple[str, ...], str] = {
-    _config_path(name): str(field.validation_alias) for name, field in _EnvSettings.model_fields.items()
+def _setting(path: str) -> FieldInfo:
+    """The section field ``path`` names (``"cache.port"``, or ``"data_root"``): where its type, default and bounds live."""
+    section, _, name = path.rpartition(".")
+    model = cast("type[BaseModel]", StackConfig.model_fields[section].annotation) if section else StackConfig
+    return model.model_fields[name]
+
+
+def _constrained(field: FieldInfo) -> Any:
+    """A section field's type with its constraints (bounds, finiteness): the very objects the section declares."""
+    return Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+
+
+# how a variable's text is read, given its section field's constrained type (None: the variable is unset)
+def _text(kind: Any) -> Any:
+    return Optional[kind]
+
+
+def _number(kind: Any) -> Any:
+    return Annotated[Optional[kind], BeforeValidator(_unset_if_blank)]
+
+
+def _flag(kind: Any) -> Any:
+    return Annotated[Optional[kind], BeforeValidator(_flag_word)]
+
+
+def _name(kind: Any) -> Any:
+    """A strategy or option name, folded to lower case; the section checks it (its choices, its type)."""
+    return _Name
+
+
+def _name_or_blank(kind: Any) -> Any:
+    return Annotated[_name(kind), BeforeValidator(_unset_if_blank)]
+
+
+def _fail_open(read: Any) -> Any:
+    """``read``, except that a value which does not validate leaves the variable unset (SPEC §9.4)."""
+    return lambda kind: Annotated[read(kind), _FailOpen]
+
+
+def _gate(kind: Any) -> Any:
+    return Annotated[Optional[kind], BeforeValidator(_skill_gate_on)]
+
+
+#: variable -> (the StackConfig field it sets, how its text is read). The variable declares no type,
+#: default or bound of its own: those are the section field's (:func:`_setting`), so each setting is declared once
+_ENVIRONMENT: dict[str, tuple[str, Any]] = {
+    "MEMLAB_DATA_ROOT": ("data_root", _text),
+    "MEMLAB_DB_URL": ("db_url", _text),
+    "CACHING": ("cache.enabled", _flag),
+    "CACHE_BACKEND": ("cache.backend", _name_or_blank),
+    "CACHE_DB_URL": ("cache.db_url", _text),
+    "CACHE_PURGE_INTERVAL_SECONDS": ("cache.purge_interval_seconds", _number),
+    "CACHE_HOST": ("cache.host", _text),
+    "CACHE_PORT": ("cache.port", _number),
+    "CACHE_USERNAME": ("cache.username", _text),
+    "CACHE_PASSWORD": ("cache.password", _text),
+    "CACHE_SSL": ("cache.ssl", _flag),
+    "CACHE_SSL_CERT_REQS": ("cache.ssl_cert_reqs", _name),
+    "CACHE_REDIS_CLUSTER": ("cache.redis_cluster", _flag),
+    "TAPES_INGEST_URL": ("cache.tapes_ingest_url", _text),
+    "TAPES_PROVIDER": ("cache.tapes_provider", _name),
+    "MEMLAB_TTL_POLICY": ("ttl.policy", _name),
+    "SESSION_TTL_SECONDS": ("ttl.seconds", _number),
+    # invalid, empty or out of range: the seed's 1800
+    "SESSION_ABANDON_AFTER_SECONDS": ("session.abandon_after_seconds", _fail_open(_text)),
+    "IMPROVE_DISTILL_MAX_BATCHES_PER_RUN": ("session.distill_max_batches_per_run", _number),
+    "SESSION_RETRIEVER": ("session.retriever", _name),
+    "SESSION_SEARCH_MODE": ("analysis.search_mode", _name),
+    "AUTO_FEEDBACK": ("analysis.auto_feedback", _flag),
+    "MEMLAB_ANALYSIS_TIMEOUT_SECONDS": ("analysis.timeout_seconds", _number),
+    "MEMLAB_MERGE_POLICY": ("merge.policy", _name),
+    "LLM_MODEL": ("llm.model", _text),
+    "LLM_API_KEY": ("llm.api_key", _text),
+    "MEMLAB_OFFLINE_LATENCY_MS": ("llm.offline_latency_ms", _number),
+    "LLM_PRICE_AS": ("llm.price_as", _text),
+    "MEMLAB_USAGE_TRACKING": ("session.track_usage", _flag),
+    "EMBEDDING_MODEL": ("embedding.model", _text),
+    "EMBEDDING_API_KEY": ("embedding.api_key", _text),
+    "MEMLAB_CHUNK_SIZE": ("graph.chunk_size", _number),
+    "MEMLAB_CHUNK_OVERLAP": ("graph.chunk_overlap", _number),
+    "MEMLAB_EXTRACTION_CONCURRENCY": ("graph.extraction_concurrency", _number),
+    # the recall guards fail open: an unreadable value keeps its default
+    "RECALL_WARMUP_SHORTCIRCUIT": ("recall.warmup_shortcircuit", _fail_open(_flag)),
+    "RECALL_WARMUP_THRESHOLD": ("recall.warmup_threshold", _fail_open(_text)),
+    "RECALL_WARMUP_CACHE_TTL": ("recall.warmup_cache_ttl_seconds", _fail_open(_text)),
+    "SKILL_GATE_ENABLED": ("recall.skill_gate_enabled", _gate),
 }
-#: variable -> its ``_EnvSettings`` field
-_ENV_FIELDS: dict[str, FieldInfo] = {str(field.validation_alias): field for field in _EnvSettings.model_fields.values()}
+
+#: the settings class of :meth:`StackConfig.from_env`: one field per variable, named after the StackConfig
+#: field it fills (``cache_port``), its type the section field's, read as :data:`_ENVIRONMENT` says
+_ENV_FIELD_DEFINITIONS: dict[str, Any] = {
+    path.replace(".", "_"): (read(_constrained(_setting(path))), Field(None, validation_alias=variable))
+    for variable, (path, read) in _ENVIRONMENT.items()
+}
+_EnvSettings = pydantic.create_model(
+    "_EnvSettings",
+    __base__=_EnvBase,
+    __doc__="One field per variable of :meth:`StackConfig.from_env` (see the module docstring).",
+    **_ENV_FIELD_DEFINITIONS,
+)
+
+#: StackConfig field path -> the variable that sets it
+_VARIABLES: dict[tuple[str, ...], str] = {tuple(path.split(".")): variable for variable, (path, _) in _ENVIRONMENT.items()}
+#: variable -> the section field it sets
+_ENV_FIELDS: dict[str, FieldInfo] = {variable: _setting(path) for variable, (path, _) in _ENVIRONMENT.items()}
 
 
 def _expected_number(field: FieldInfo) -> Optional[str]:
@@ -674,7 +711,7 @@ def _expected_number(field: FieldInfo) -> Optional[str]:
     bounds = {key: getattr(meta, key) for meta in field.metadata for key in ("ge", "le") if getattr(meta, key, None) is not None}
     if len(bounds) < 2:
         return None
-    kind = "whole number" if int in get_args(field.annotation) else "number"
+    kind = "whole number" if int in (field.annotation, *get_args(field.annotation)) else "number"
     return f"a {kind} from {_show(bounds['ge'])} to {_show(bounds['le'])}"
 
 
