@@ -19,16 +19,13 @@ from __future__ import annotations
 import builtins
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from memlab.exceptions import PermissionDeniedError, ValidationError
 from memlab.models import DataRecord, Dataset, ForgetResult, User
 from memlab.relational import RelationalStore
 from memlab.users import Users
 from memlab.validation import check_flag, check_name, check_text
-
-if TYPE_CHECKING:
-    from memlab.graph import PermanentMemory
 
 MAIN_DATASET = "main_dataset"
 PERMISSIONS = ("read", "write")
@@ -54,15 +51,23 @@ def _check_permission(permission: str) -> str:
     return permission
 
 
+class Deletes(Protocol):
+    """What performs deletions: the stack's :class:`~memlab.flows.forget.ForgetFlow` (delete, then clean the sessions)."""
+
+    async def delete(
+        self, target: Dataset, *, data_id: Any = None, keep_dataset: bool = False, keep_data: bool = False, dry_run: bool = False
+    ) -> ForgetResult: ...
+
+
 class Datasets:
-    """Dataset registry of one stack; ``memory()`` returns the stack's permanent memory, which performs deletions."""
+    """Dataset registry of one stack; ``forgetting()`` returns the stack's forget flow, through which deletions go."""
 
     # the method ``list`` shadows the builtin in this class body: annotations here spell it ``builtins.list``
 
-    def __init__(self, store: RelationalStore, users: Users, memory: Callable[[], PermanentMemory]) -> None:
+    def __init__(self, store: RelationalStore, users: Users, forgetting: Callable[[], Deletes]) -> None:
         self._store = store
         self._users = users
-        self._memory = memory
+        self._forgetting = forgetting
 
     async def create(self, name: str, user: Any = None) -> Dataset:
         """Create the user's dataset ``name`` (or return the existing one)."""
@@ -137,7 +142,7 @@ class Datasets:
         """
         check_flag("dry_run", dry_run)
         target = await self.resolve(dataset, user, "write")
-        return await self._memory().forget_data(target, data_id, dry_run=dry_run)
+        return await self._forgetting().delete(target, data_id=data_id, dry_run=dry_run)
 
     async def empty_dataset(self, dataset: Any, user: Any = None, *, dry_run: bool = False) -> ForgetResult:
         """Remove every document of the dataset, its whole graph and every session attributed to it; the dataset itself stays.
@@ -146,7 +151,7 @@ class Datasets:
         """
         check_flag("dry_run", dry_run)
         target = await self.resolve(dataset, user, "write")
-        return await self._memory().forget_dataset(target, keep_dataset=True, keep_data=False, dry_run=dry_run)
+        return await self._forgetting().delete(target, keep_dataset=True, keep_data=False, dry_run=dry_run)
 
     # -- internals -----------------------------------------------------------------
     @staticmethod

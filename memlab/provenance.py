@@ -1,9 +1,11 @@
 """Provenance-exact cleanup of cached sessions after a delete, with receipts (SPEC §7).
 
 Every deletion of permanent memory (``forget()``, ``datasets.delete_data()``,
-``datasets.empty_dataset()``) reaches :meth:`SessionCleaner.after_forget` with a
-:class:`ForgetEvent`, and ``forget(everything=True)`` also calls
-:meth:`SessionCleaner.forget_user`; both return a :class:`~memlab.models.CleanupReceipt`.
+``datasets.empty_dataset()``) goes through :class:`~memlab.flows.forget.ForgetFlow`:
+permanent memory deletes the data and returns a :class:`ForgetEvent`, then the flow
+calls :meth:`SessionCleaner.after_forget` with it; for ``forget(everything=True)`` the
+flow also calls :meth:`SessionCleaner.forget_user`. Both return a
+:class:`~memlab.models.CleanupReceipt`.
 
 * **Dataset-level** (``whole_dataset``): every session attributed to the dataset
   (its recorded ``dataset_id`` in ``session_records``, or the name

@@ -151,7 +151,7 @@ class MemoryStack:
             retriever=session_retriever if session_retriever is not None else build_session_retriever(config, self.embedder),
         )
         self.users = Users(self._relational)
-        self.datasets = Datasets(self._relational, self.users, self._memory)
+        self.datasets = Datasets(self._relational, self.users, lambda: self._forgetting)  # deletes go through the forget flow
         self.llm = llm if llm is not None else build_llm_client(config)
         self.analysis = analysis if analysis is not None else build_analysis_mode(config)
         self.merge = merge if merge is not None else build_merge_policy(config)
@@ -212,7 +212,6 @@ class MemoryStack:
             chunk_size=self._chunking[0],
             chunk_overlap=self._chunking[1],
             extraction_concurrency=graph.extraction_concurrency,
-            on_forget=self._cleaner.after_forget,
             snapshots=self._snapshots(),
         )
 

@@ -1,10 +1,19 @@
 """``forget()``: delete permanent memory, by dataset, by document, or everything a user owns, and clean the sessions that used it.
 
+This flow orchestrates every delete of permanent memory: ``forget()`` and
+``stack.datasets.delete_data()`` / ``empty_dataset()`` (which hand their checked
+target to :meth:`ForgetFlow.delete`). Each delete runs in two steps:
+:class:`~memlab.graph.PermanentMemory` removes the graph, vector and relational data
+and returns what it removed (a :class:`~memlab.provenance.ForgetEvent`); then the
+flow passes that event to :meth:`SessionCleaner.after_forget
+<memlab.provenance.SessionCleaner.after_forget>` and builds the
+:class:`~memlab.models.ForgetResult` from both. So the graph delete has completed
+before the cleaner lists the sessions (the ordering :mod:`memlab.provenance` relies on).
+
 Every path checks its arguments and the user's ``write`` permission before anything
-is read or deleted; the session cleanup (:mod:`memlab.provenance`) runs after the
-graph, vector and relational deletes and never fails them. ``dry_run=True`` runs
-the same checks and reads and returns the same :class:`~memlab.models.ForgetResult`
-without changing anything.
+is read or deleted; the session cleanup runs after the graph, vector and relational
+deletes and never fails them. ``dry_run=True`` runs the same checks and reads and
+returns the same :class:`~memlab.models.ForgetResult` without changing anything.
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import ValidationError
-from memlab.models import ForgetResult
+from memlab.models import Dataset, ForgetResult
 from memlab.provenance import SessionCleaner
 from memlab.relational import RelationalStore
 from memlab.users import Users
@@ -58,14 +67,38 @@ class ForgetFlow:
         if dataset is None:
             raise ValidationError("forget() needs dataset=..., data_id=... or everything=True")
         target = await self.datasets.resolve(dataset, user, "write")
-        return await self.memory().forget_dataset(target, keep_dataset=memory_only, keep_data=memory_only, dry_run=dry_run)
+        return await self.delete(target, keep_dataset=memory_only, keep_data=memory_only, dry_run=dry_run)
+
+    async def delete(
+        self, target: Dataset, *, data_id: Any = None, keep_dataset: bool = False, keep_data: bool = False, dry_run: bool = False
+    ) -> ForgetResult:
+        """Delete from ``target`` (already resolved with ``write``), then clean the sessions; the one path of every delete.
+
+        With ``data_id``: that one document (``keep_dataset`` / ``keep_data`` do not
+        apply). Without: the dataset's whole graph and vectors, its documents unless
+        ``keep_data``, the dataset itself unless ``keep_dataset``.
+        """
+        memory = self.memory()
+        if data_id is not None:
+            event = await memory.forget_data(target, data_id, dry_run=dry_run)
+        else:
+            event = await memory.forget_dataset(target, keep_dataset=keep_dataset, keep_data=keep_data, dry_run=dry_run)
+        receipt = await self.cleaner.after_forget(event)  # after the graph delete completed (memlab.provenance relies on it)
+        return ForgetResult(
+            dataset_ids=[] if data_id is not None or keep_dataset else [target.id],
+            data_ids=sorted(event.data_ids),
+            node_ids=sorted(event.node_ids),
+            edge_ids=sorted(event.edge_ids),
+            cleanup=receipt,
+            dry_run=dry_run,
+        )
 
     async def _everything(self, user: Any, dry_run: bool) -> ForgetResult:
         """Every dataset the user owns (and the sessions attributed to them), then every session of the user."""
         resolved = await self.users.resolve(user)
         total = ForgetResult(dry_run=dry_run)
         for owned in await self.store.datasets_of_owner(resolved.id):
-            total = total.merged(await self.memory().forget_dataset(owned, keep_dataset=False, keep_data=False, dry_run=dry_run))
+            total = total.merged(await self.delete(owned, keep_dataset=False, keep_data=False, dry_run=dry_run))
         rest = await self.cleaner.forget_user(resolved.id, dry_run=dry_run)
         if dry_run:  # nothing was deleted above, so the user's sessions listed there are listed again here
             seen = {(session.user_id, session.session_id) for session in total.cleanup.sessions}

@@ -27,7 +27,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,7 +38,7 @@ from memlab.graph._documents import Document
 from memlab.graph._graph import GraphRemoval, KnowledgeGraph
 from memlab.graph._snapshot_store import FileSnapshots, SnapshotStore
 from memlab.graph._vectors import VectorStore
-from memlab.models import CleanupReceipt, Dataset, ForgetResult, RememberResult
+from memlab.models import Dataset, RememberResult
 from memlab.privacy import scrub_error_message
 from memlab.provenance import ForgetEvent
 from memlab.relational import ADD_PIPELINE, COGNIFY_PIPELINE, RelationalStore
@@ -70,6 +70,10 @@ def _drop_document(loaded: _Loaded, data_id: str) -> GraphRemoval:
     return removal
 
 
+def _removed(dataset_id: uuid.UUID, data_ids: set[str], removal: GraphRemoval, *, whole: bool, dry_run: bool) -> ForgetEvent:
+    return ForgetEvent(dataset_id, frozenset(data_ids), frozenset(removal.node_ids), frozenset(removal.edge_ids), whole, dry_run)
+
+
 #: attempts of one write when other writers of a shared store keep committing first
 WRITE_ATTEMPTS = 8
 
@@ -86,7 +90,6 @@ class PermanentMemory:
         chunk_size: int,
         chunk_overlap: int,
         extraction_concurrency: int,
-        on_forget: Callable[[ForgetEvent], Awaitable[CleanupReceipt]],
         snapshots: SnapshotStore | None = None,
     ) -> None:
         self.root = Path(root)
@@ -98,7 +101,6 @@ class PermanentMemory:
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.extraction_concurrency = extraction_concurrency
-        self._on_forget = on_forget
         self._loaded: dict[uuid.UUID, _Loaded] = {}
         self._locks: dict[uuid.UUID, asyncio.Lock] = {}
 
@@ -220,10 +222,12 @@ class PermanentMemory:
         stats["timings_s"]["write"] = clock() - writing
         return delta.chunk_count, node_ids, edge_ids
 
-    async def forget_data(self, dataset: Dataset, data_id: Any, *, dry_run: bool = False) -> ForgetResult:
-        """Remove one document: its record, and the graph elements no other document supports.
+    async def forget_data(self, dataset: Dataset, data_id: Any, *, dry_run: bool = False) -> ForgetEvent:
+        """Remove one document: its record, and the graph elements no other document supports; returns what went.
 
-        ``dry_run``: change nothing; the result says what would go (the session cleanup included).
+        Only permanent memory changes here (graph, vectors, the ``data`` row); the
+        sessions are cleaned by the caller (:class:`~memlab.flows.forget.ForgetFlow`).
+        ``dry_run``: change nothing; the event says what would go.
         """
         try:
             key = uuid.UUID(str(data_id))
@@ -240,12 +244,14 @@ class PermanentMemory:
         else:
             removal = await self._write(dataset.id, lambda loaded: _drop_document(loaded, str(key)))
             await self._store.delete_data(dataset.id, [key])
-        return await self._forgotten(dataset.id, {str(key)}, removal, whole=False, dry_run=dry_run)
+        return _removed(dataset.id, {str(key)}, removal, whole=False, dry_run=dry_run)
 
-    async def forget_dataset(self, dataset: Dataset, *, keep_dataset: bool, keep_data: bool, dry_run: bool = False) -> ForgetResult:
-        """Remove the dataset's whole graph; its documents unless ``keep_data``; the dataset unless ``keep_dataset``.
+    async def forget_dataset(self, dataset: Dataset, *, keep_dataset: bool, keep_data: bool, dry_run: bool = False) -> ForgetEvent:
+        """Remove the dataset's whole graph; its documents unless ``keep_data``; the dataset unless ``keep_dataset``; returns what went.
 
-        ``dry_run``: change nothing; the result says what would go (the session cleanup included).
+        Only permanent memory changes here; the sessions are cleaned by the caller
+        (:class:`~memlab.flows.forget.ForgetFlow`). ``dry_run``: change nothing; the
+        event says what would go.
         """
         records = await self._store.list_data(dataset.id)
         if dry_run:
@@ -263,18 +269,7 @@ class PermanentMemory:
             await self._store.delete_dataset(dataset.id)
         elif not dry_run and data_ids:
             await self._store.delete_data(dataset.id, [record.id for record in records])
-        result = await self._forgotten(dataset.id, data_ids, removal, whole=True, dry_run=dry_run)
-        return result.model_copy(update={"dataset_ids": [] if keep_dataset else [dataset.id]})
-
-    async def _forgotten(
-        self, dataset_id: uuid.UUID, data_ids: set[str], removal: GraphRemoval, *, whole: bool, dry_run: bool
-    ) -> ForgetResult:
-        receipt = await self._on_forget(
-            ForgetEvent(dataset_id, frozenset(data_ids), frozenset(removal.node_ids), frozenset(removal.edge_ids), whole, dry_run)
-        )
-        return ForgetResult(
-            data_ids=sorted(data_ids), node_ids=sorted(removal.node_ids), edge_ids=sorted(removal.edge_ids), cleanup=receipt, dry_run=dry_run
-        )
+        return _removed(dataset.id, data_ids, removal, whole=True, dry_run=dry_run)
 
     # -- state -----------------------------------------------------------------------
     async def _current(self, dataset_id: uuid.UUID) -> _Loaded:
