@@ -59,6 +59,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+#: how many ``session_datasets`` rows a store remembers having written before it forgets them all (and writes again)
+READS_REMEMBERED = 10_000
 #: ``pipeline_runs.pipeline_name`` of a remember() run's staging step (records documents, builds nothing)
 ADD_PIPELINE = "add_pipeline"
 #: ``pipeline_runs.pipeline_name`` of the step that builds a dataset's graph
@@ -528,6 +530,9 @@ class RelationalStore:
         #: ``(dialect, URL)`` of ``url``, parsed once (None: the SQLite file at ``path``)
         self._resolved = resolve_url(url) if url is not None else None
         self.where = str(self.path) if self._resolved is None else self._resolved[1].render_as_string(hide_password=True)
+        #: (session, user, dataset) rows of ``session_datasets`` this store wrote (rows are never deleted, so each is
+        #: written once per process, not on every turn); bounded: cleared past :data:`READS_REMEMBERED`
+        self._reads: set[tuple[str, str, str]] = set()
 
     def _new_runner(self) -> SQLiteRunner | PostgresRunner:
         if self._resolved is None:
@@ -752,12 +757,17 @@ class RelationalStore:
         now = self.clock.now().isoformat()
         user, dataset = str(user_id), str(dataset_id) if dataset_id else None
 
+        reads = [key for key in dict.fromkeys((session_id, user, str(item)) for item in read) if key not in self._reads]
+
         def work(db: DB) -> None:
             db.run("session_touch", session_id=session_id, user_id=user, dataset_id=dataset, now=now)
-            for read_id in dict.fromkeys(str(item) for item in read):
+            for _, _, read_id in reads:
                 db.run("session_read", session_id=session_id, user_id=user, dataset_id=read_id)
 
         await self._run(work, write=True)
+        if len(self._reads) + len(reads) > READS_REMEMBERED:
+            self._reads.clear()
+        self._reads.update(reads)
 
     async def sessions_reading(self, dataset_id: uuid.UUID) -> list[tuple[str, str]]:
         """``(user_id, session_id)`` of every session whose turns read ``dataset_id`` (``session_datasets``)."""
