@@ -174,15 +174,15 @@ class SessionTurn(TurnPort):
 
     @contextlib.contextmanager
     def _phase(self, name: str) -> Iterator[None]:
-        """Time a step of the turn into ``record["phases"]`` (recorded even when the step fails)."""
+        """Time a step of the turn into ``record["phases"]``, kept in start order (recorded even when the step fails)."""
         started = time.perf_counter()
         try:
             yield
         finally:
             ended = time.perf_counter()
-            self.record["phases"].append(
-                {"phase": name, "start_ms": round((started - self.started) * 1000, 3), "ms": round((ended - started) * 1000, 3)}
-            )
+            phases = self.record["phases"]
+            phases.append({"phase": name, "start_ms": round((started - self.started) * 1000, 3), "ms": round((ended - started) * 1000, 3)})
+            phases.sort(key=lambda phase: phase["start_ms"])  # in start order, though concurrent steps end in any order
 
     async def _timed(self, name: str, step: Awaitable[_T]) -> _T:
         with self._phase(name):
