@@ -245,7 +245,6 @@ class MemoryStack:
             turns=TurnRunner(self.session_manager, self.analysis, self.merge, self.llm, usage=self._usage_recorder),
             warmup=WarmupProbe(self._relational, self.clock, threshold=recall.warmup_threshold, cache_ttl=recall.warmup_cache_ttl_seconds),
             config=recall,
-            usage=self._usage_recorder,
         )
 
     @classmethod
