@@ -1,4 +1,4 @@
-"""recall() runs a completion as a session turn, through the same flow as search() (issue 24, deliverable 1)."""
+"""recall() runs a completion as a session turn, through the same flow as search(), and refuses the scopes memlab does not serve (issue 24)."""
 
 from __future__ import annotations
 
@@ -109,3 +109,12 @@ async def test_the_mode_comparison_runs_through_recall(tmp_path):
     assert "entry" not in ModesConversation().fingerprint()  # search cells keep their cache keys
     with pytest.raises(ValidationError, match="'chat'"):
         ModesConversation(entry="chat")
+
+
+@pytest.mark.parametrize("scope", ["tools", "code", ["graph", "tools"], ["session", "code"]])
+async def test_the_tools_and_code_scopes_are_refused_before_anything_runs(stack, scope):
+    await stack.remember(CURIE)
+    with pytest.raises(ValidationError, match=r"scope '(tools|code)' is not served: memlab has no (tool connections|code graph)"):
+        await stack.recall("Who discovered Polonium?", session_id="s", scope=scope)
+    assert await stack.session.get_session("s") == []
+    assert await stack.recall("Polonium", session_id="s", scope=["all", "code"]) is not None  # "all" drops code (SPEC §9.1)

@@ -22,8 +22,9 @@ sources run one after another and their results are concatenated:
   answer would be served it but read-only (nothing stamped), as one
   ``SessionContextRecallResponse`` (the rendered block and its entries); none
   when the session has no usable guidance;
-* ``trace``, ``tools``, ``code``: sources memlab does not serve yet; they
-  contribute nothing.
+* ``trace``: a source memlab does not serve yet; it contributes nothing;
+* ``tools``, ``code``: refused with a ``ValidationError`` before anything runs
+  (memlab has no tool connections and no code graph; ``"all"`` never implies them).
 
 Skills found by the skill gate (SPEC §9.5) are appended last, even when the
 session short-circuit skipped the graph.
@@ -131,6 +132,20 @@ def _check_dataset_ids(values: Any) -> list[uuid.UUID] | None:
 def _check_session_id(session_id: Any) -> None:
     if session_id is not None:
         check_id("session_id", session_id, error=SessionParameterValidationError)
+
+
+#: recall sources memlab does not implement -> why (refused, never answered with an empty list)
+UNSERVED_SOURCES = {
+    "tools": "memlab has no tool connections (cognee's tools scope runs text-to-SQL over registered databases)",
+    "code": "memlab has no code graph (cognee's code scope queries a code graph built from repositories)",
+}
+
+
+def _refuse_unserved(sources: Sequence[str]) -> None:
+    """A :class:`~memlab.exceptions.ValidationError` for the first source in :data:`UNSERVED_SOURCES`."""
+    for source in sources:
+        if source in UNSERVED_SOURCES:
+            raise ValidationError(f"recall scope {source!r} is not served: {UNSERVED_SOURCES[source]}")
 
 
 def _check_response_model(response_model: Any) -> type[BaseModel] | None:
@@ -250,6 +265,7 @@ class RecallFlows:
         sources, short_circuit = resolve_sources(
             sources_asked, session_id=session_id, has_datasets=explicit, has_query_type=search_type is not None
         )
+        _refuse_unserved(sources)
         targets = await self._targets(acting, datasets, dataset_ids) if "graph" in sources else []
         scope = self._scope(targets, top_k, distinct)
         skills = self._start_skill_gate(query, search_type, sources, targets, explicit, scope, only_context)
