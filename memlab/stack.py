@@ -31,6 +31,7 @@ from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import ConfigError, MemlabError, StackStateError
 from memlab.flows.distill import DistillFlow
 from memlab.flows.forget import ForgetFlow
+from memlab.flows.recall_options import RecallOptions
 from memlab.flows.remember import RememberFlows
 from memlab.lifecycle import Lifecycle, StackState
 from memlab.models import ForgetResult, ImproveResult, RecallResponse, RememberResult
@@ -423,6 +424,12 @@ class MemoryStack:
         only_context: bool = False,
         response_model: Any = None,
         distinct: str | None = None,
+        system_prompt: str | None = None,
+        context_profile: str = "qa",
+        node_name: list[str] | None = None,
+        node_name_filter_operator: str = "OR",
+        include_references: bool = False,
+        feedback_influence: float | None = None,
     ) -> list[RecallResponse]:
         """Search memory: the session, the graph, or both (SPEC §9; see :mod:`memlab.flows.recall`).
 
@@ -437,6 +444,11 @@ class MemoryStack:
         ``dataset_ids`` the user cannot read raise ``PermissionDeniedError``. An
         empty query returns ``[]``. ``distinct="data_id"``: one result per source
         document from ``CHUNKS``, ``SUMMARIES`` and ``CHUNKS_LEXICAL`` (ignored by other types).
+        ``system_prompt`` replaces the answer call's instructions; ``context_profile``
+        (``"qa"`` or ``"agent"``) picks the guidance the ``session_context`` source renders.
+        ``node_name`` / ``node_name_filter_operator``, ``include_references`` and
+        ``feedback_influence`` are upstream options memlab does not implement: a
+        value other than the default raises ``ValidationError`` saying why.
         """
         self._require_open()
         return await self._flows.recall(
@@ -452,6 +464,14 @@ class MemoryStack:
             only_context=only_context,
             response_model=response_model,
             distinct=distinct,
+            options=RecallOptions.checked(
+                system_prompt=system_prompt,
+                context_profile=context_profile,
+                node_name=node_name,
+                node_name_filter_operator=node_name_filter_operator,
+                include_references=include_references,
+                feedback_influence=feedback_influence,
+            ),
         )
 
     async def search(

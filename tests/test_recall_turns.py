@@ -10,6 +10,7 @@ from memlab.config import AnalysisConfig
 from memlab.exceptions import ValidationError
 from memlab.experiments import ModesConversation
 from memlab.flows.turn import turn_trace
+from memlab.llm import LLMClient
 from memlab.testing import FakeClock, fast_config
 
 CURIE = "Marie Curie discovered Polonium in 1898. Marie Curie worked in Paris."
@@ -118,3 +119,59 @@ async def test_the_tools_and_code_scopes_are_refused_before_anything_runs(stack,
         await stack.recall("Who discovered Polonium?", session_id="s", scope=scope)
     assert await stack.session.get_session("s") == []
     assert await stack.recall("Polonium", session_id="s", scope=["all", "code"]) is not None  # "all" drops code (SPEC §9.1)
+
+
+class PromptLog(LLMClient):
+    """The offline client, keeping the system message of every call."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.systems: list[str] = []
+
+    async def complete(self, messages, **kwargs):
+        self.systems.append(next((m["content"] for m in messages if m["role"] == "system"), ""))
+        return await super().complete(messages, **kwargs)
+
+
+@pytest.mark.parametrize("query_type", ["GRAPH_COMPLETION", "RAG_COMPLETION", "HYBRID_COMPLETION"])
+async def test_a_system_prompt_replaces_the_answer_instructions_in_a_recall_turn(tmp_path, query_type):
+    config = fast_config(tmp_path, analysis=AnalysisConfig(search_mode="off"))
+    llm = PromptLog.from_config(config)
+    async with MemoryStack.from_config(config, llm=llm) as stack:
+        await stack.remember(CURIE)
+        llm.systems.clear()
+        await stack.recall("Who discovered Polonium?", query_type, session_id="s", system_prompt="Answer like a pirate.")
+        assert llm.systems[-1].startswith("Answer like a pirate.")
+        await stack.recall("Who discovered Polonium?", query_type, session_id="s")
+        assert not llm.systems[-1].startswith("Answer like a pirate.") and "Who discovered Polonium?" in llm.systems[-1]  # the history
+
+
+async def test_context_profile_picks_the_guidance_the_session_context_source_renders(stack):
+    manager = stack.session_manager
+    user = str((await stack.users.default()).id)
+    for profile, section, content in (("qa", "rules", "Cite the year."), ("agent", "tool_rules", "Retry the search tool once.")):
+        await manager.add_context_entry(
+            user, {"context_profile": profile, "section": section, "content": content, "confidence": 0.9}, session_id="s"
+        )
+    [qa] = await stack.recall("search year", session_id="s", scope="session_context")
+    [agent] = await stack.recall("search year", session_id="s", scope="session_context", context_profile="agent")
+    assert (qa.context_profile, agent.context_profile) == ("qa", "agent")
+    assert "Cite the year." in qa.content and "Retry the search tool once." not in qa.content
+    assert "Retry the search tool once." in agent.content and "Cite the year." not in agent.content
+
+
+@pytest.mark.parametrize(
+    ("option", "match"),
+    [
+        ({"node_name": ["Person"]}, r"node_name=\['Person'\] is not implemented: memlab's graph has no node sets"),
+        ({"node_name_filter_operator": "AND"}, r"node_name_filter_operator='AND' is not implemented"),
+        ({"include_references": True}, r"include_references=True is not implemented"),
+        ({"feedback_influence": 0.5}, r"feedback_influence=0.5 is not implemented"),
+        ({"context_profile": "tools"}, r"context_profile must be one of qa, agent, got 'tools'"),
+        ({"system_prompt": "  "}, r"system_prompt must be None or non-blank text"),
+    ],
+)
+async def test_recall_options_memlab_does_not_implement_are_refused_before_anything_runs(stack, option, match):
+    with pytest.raises(ValidationError, match=match):
+        await stack.recall("Who discovered Polonium?", session_id="s", **option)
+    assert await stack.session.get_session("s") == []

@@ -57,6 +57,7 @@ from pydantic import BaseModel
 from memlab.config import RecallConfig
 from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import SessionParameterValidationError, ValidationError
+from memlab.flows.recall_options import RecallOptions
 from memlab.flows.turn import TurnResult, TurnRunner
 from memlab.flows.warmup import WarmupProbe
 from memlab.models import (
@@ -225,9 +226,10 @@ class RecallFlows:
         self.warmup = warmup
         self.config = config
 
-    def _scope(self, targets: list[Dataset], top_k: int, distinct: str | None = None) -> RetrievalScope:
+    def _scope(self, targets: list[Dataset], top_k: int, distinct: str | None = None, *, system_prompt: str | None = None) -> RetrievalScope:
         return RetrievalScope(
-            self.memory(), [dataset.id for dataset in targets], top_k, self.llm, retrievers=self.retrievers.get, distinct=distinct
+            self.memory(), [dataset.id for dataset in targets], top_k, self.llm, retrievers=self.retrievers.get, distinct=distinct,
+            system_prompt=system_prompt,
         )
 
     # -- recall ------------------------------------------------------------------------
@@ -246,6 +248,7 @@ class RecallFlows:
         only_context: bool,
         response_model: Any,
         distinct: Any = None,
+        options: RecallOptions = RecallOptions(),
     ) -> list[RecallResponse]:
         query = _check_query(query_text)
         _check_session_id(session_id)
@@ -267,7 +270,7 @@ class RecallFlows:
         )
         _refuse_unserved(sources)
         targets = await self._targets(acting, datasets, dataset_ids) if "graph" in sources else []
-        scope = self._scope(targets, top_k, distinct)
+        scope = self._scope(targets, top_k, distinct, system_prompt=options.system_prompt)
         skills = self._start_skill_gate(query, search_type, sources, targets, explicit, scope, only_context)
         results: list[RecallResponse] = []
         try:
@@ -284,7 +287,7 @@ class RecallFlows:
                     )
                     results.extend(found)
                 elif source == "session_context":
-                    results.extend(await self._session_context(acting, query, session_id))
+                    results.extend(await self._session_context(acting, query, session_id, options.context_profile))
         finally:
             found_skills = await skills if skills is not None else []
         return results + found_skills
@@ -319,15 +322,19 @@ class RecallFlows:
             for entry, score in hits
         ]
 
-    async def _session_context(self, acting: Any, query: str, session_id: str | None) -> list[SessionContextRecallResponse]:
+    async def _session_context(self, acting: Any, query: str, session_id: str | None, profile: str) -> list[SessionContextRecallResponse]:
         session = await self._session_id(acting, session_id, None)
         guidance = self.sessions.guidance
         entries = await guidance.load(str(acting.id), session)
-        served = await guidance.serve(str(acting.id), session, query, entries=entries, stamp_served=False)
+        served = await guidance.serve(str(acting.id), session, query, entries=entries, stamp_served=False, profile=profile)
         if not served.ids:
             return []
         chosen = set(served.ids)
-        return [SessionContextRecallResponse(session_id=session, content=served.block, entries=[e for e in entries if e.id in chosen])]
+        return [
+            SessionContextRecallResponse(
+                session_id=session, content=served.block, context_profile=profile, entries=[e for e in entries if e.id in chosen]
+            )
+        ]
 
     async def _turn_session(self, acting: Any, session_id: str | None, targets: list[Dataset], named: bool) -> str:
         """The session a completion turn is stored in: ``session_id``, else the default session of the
