@@ -350,7 +350,7 @@ STATEMENTS.update(
         .where(_visible, _active)
         .group_by(session_model_usage.c.model, session_model_usage.c.kind)
         .order_by(session_model_usage.c.kind, session_model_usage.c.model),
-        # counters move only on a running row (a terminal row is frozen); the per-model row is not gated (SPEC §8)
+        # counters move only on a running row (a terminal row is frozen); record_usage gates the per-model rows on it too
         "usage_accumulate": update(session_records)
         .where(
             session_records.c.session_id == bindparam("session_id"),
@@ -789,11 +789,12 @@ class RelationalStore:
         return [_record(row) for row in rows]
 
     # session usage (memlab.usage)
-    async def record_usage(self, user_id: uuid.UUID, session_id: str, dataset_id: uuid.UUID | None, calls: Sequence["CallUsage"]) -> None:
-        """Add ``calls`` to the session's record and its per-model rows, in one transaction.
+    async def record_usage(self, user_id: uuid.UUID, session_id: str, dataset_id: uuid.UUID | None, calls: Sequence["CallUsage"]) -> bool:
+        """Add ``calls`` to the session's record and its per-model rows, in one transaction; False when it added nothing.
 
-        The record is created (``running``) when missing; its counters move only while
-        it is ``running`` (a terminal row is frozen), the per-model rows always.
+        The record is created (``running``) when missing; its counters and its per-model
+        rows move only while it is ``running``: after ``end()`` nothing moves (False), so
+        the record, the per-model rows and every aggregate keep agreeing (unlike SPEC §8).
         """
         now = self.clock.now().isoformat()
         user, dataset = str(user_id), str(dataset_id) if dataset_id else None
@@ -814,9 +815,10 @@ class RelationalStore:
         for call in calls:
             per_model.setdefault((call.model, call.kind), []).append(call)
 
-        def work(db: DB) -> None:
+        def work(db: DB) -> bool:
             db.run("session_touch", session_id=session_id, user_id=user, dataset_id=dataset, now=now)
-            db.run("usage_accumulate", session_id=session_id, user_id=user, **totals)
+            if not db.run("usage_accumulate", session_id=session_id, user_id=user, **totals):
+                return False  # ended: frozen
             for (model, kind), group in per_model.items():
                 sources = {call.source for call in group}
                 priced = [call.cost_usd for call in group if call.cost_usd is not None]
@@ -833,8 +835,9 @@ class RelationalStore:
                     usage_source=sources.pop() if len(sources) == 1 else "mixed",
                     now=now,
                 )
+            return True
 
-        await self._run(work, write=True)
+        return await self._run(work, write=True)
 
     async def end_session(self, user_id: uuid.UUID, session_id: str, status: str) -> bool:
         """Mark the session ``completed`` / ``failed`` with ``ended_at`` now; False when it has no record."""

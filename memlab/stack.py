@@ -163,10 +163,16 @@ class MemoryStack:
         self._forgetting = ForgetFlow(
             users=self.users, datasets=self.datasets, store=self._relational, memory=self._memory, cleaner=self._cleaner
         )
-        self._usage_recorder = UsageRecorder(self._relational, enabled=config.session.track_usage)
+        # tracking depends on caching (the seed)
+        self._usage_recorder = UsageRecorder(self._relational, enabled=config.session.track_usage and config.cache.enabled)
         #: sessions' usage and cost, with the seed's visibility rules (:mod:`memlab.usage`)
         self.usage = UsageAPI(
-            self._relational, self.users, self.clock, abandon_after_seconds=config.session.abandon_after_seconds, recorder=self._usage_recorder
+            self._relational,
+            self.users,
+            self.clock,
+            abandon_after_seconds=config.session.abandon_after_seconds,
+            recorder=self._usage_recorder,
+            expire_after_seconds=self.cache.ttl.seconds if self.cache is not None else None,
         )
         self._distilling = DistillFlow(
             users=self.users,

@@ -22,7 +22,10 @@ Each turn's record (``TurnResult.record``, returned as ``raw["turn"]`` of the
 search result) holds ``mode`` (what ran), ``requested_mode``, ``fallback_reason``,
 ``llm_calls`` (``{"answer": n, "analysis": n}``), ``tokens_in`` / ``tokens_out``
 (both calls), ``latency_ms`` (wall-clock from taking the lock to storing),
-``source`` (``"search"`` or ``"recall"``, the entry point), ``search_type``,
+``source`` (``"search"`` or ``"recall"``, the entry point), ``search_type``, ``usage``
+(what the session's usage record made of the turn: ``recorded``, ``post_end`` (the
+session had ended: nothing counted), ``off`` (tracking or caching off), ``failed``,
+``none``; see :mod:`memlab.usage`),
 ``effective_query``, ``rewrite`` (the rewrite lane's query, None when it did not
 run), ``analysis_error`` (None, or why the analysis failed open), ``lane_error``
 (a failed retrieval lane), ``answered`` (False for a gated turn), ``guidance_ids``
@@ -67,7 +70,7 @@ __all__ = ["SessionTurn", "TurnResult", "TurnRunner", "turn_metadata", "turn_tra
 logger = logging.getLogger("memlab.turn")
 
 _T = TypeVar("_T")
-_OPTIONAL_FACTS = ("search_type", "fallback_reason", "effective_query", "rewrite", "analysis_error", "lane_error")
+_OPTIONAL_FACTS = ("search_type", "usage", "fallback_reason", "effective_query", "rewrite", "analysis_error", "lane_error")
 _LANES = ("raw", "rewrite", "merged")
 
 
@@ -178,6 +181,7 @@ class SessionTurn(TurnPort):
             "lanes": None,
             "analysis": None,
             "phases": [],
+            "usage": None,
         }
 
     @contextlib.contextmanager
@@ -390,21 +394,47 @@ class TurnRunner:
         either way); ``response_model`` is passed to the answer call.
         """
         mode, reason = self.choose(search_type, retriever, batch=batch)
-        metered = self.usage.metered(user_id, session_id, _single_dataset(scope)) if self.usage is not None else contextlib.nullcontext()
-        async with self.manager.turn_lock(user_id, session_id), metered:
-            await self.manager.record_activity(user_id, session_id, _single_dataset(scope), read=scope.dataset_ids)  # before retrieval: memlab.provenance
-            port = SessionTurn(
-                self,
-                query,
-                retriever,
-                scope,
-                user_id=user_id,
-                session_id=session_id,
-                mode=mode.name,
-                requested_mode=self.analysis.name,
-                fallback_reason=reason,
-                source=source,
-                search_type=search_type,
-                response_model=response_model,
-            )
-            return await mode.run(port)
+        recorder = self.usage
+        async with self.manager.turn_lock(user_id, session_id):
+            metering = recorder.metered(user_id, session_id, _single_dataset(scope)) if recorder is not None else contextlib.nullcontext(None)
+            async with metering as metered:
+                result = await self._turn(mode, reason, query, search_type, retriever, scope, user_id, session_id, source, response_model,
+                                          usage="off" if metered is None or metered.outcome == "off" else None)
+            if metered is not None and metered.outcome != "off":
+                result.record["usage"] = metered.outcome
+                if metered.outcome in ("post_end", "failed") and result.qa_id is not None:  # known only now: said on the stored turn
+                    await self.manager.update_qa(user_id, result.qa_id, session_id=session_id, memify_metadata={"turn_usage": metered.outcome})
+        return result
+
+    async def _turn(
+        self,
+        mode: AnalysisMode,
+        reason: str | None,
+        query: str,
+        search_type: SearchType,
+        retriever: Any,
+        scope: RetrievalScope,
+        user_id: str,
+        session_id: str,
+        source: str,
+        response_model: Any,
+        *,
+        usage: str | None,
+    ) -> TurnResult:
+        await self.manager.record_activity(user_id, session_id, _single_dataset(scope), read=scope.dataset_ids)  # before retrieval: memlab.provenance
+        port = SessionTurn(
+            self,
+            query,
+            retriever,
+            scope,
+            user_id=user_id,
+            session_id=session_id,
+            mode=mode.name,
+            requested_mode=self.analysis.name,
+            fallback_reason=reason,
+            source=source,
+            search_type=search_type,
+            response_model=response_model,
+        )
+        port.note(usage=usage)
+        return await mode.run(port)
