@@ -474,8 +474,8 @@ class Frames:
         Columns (:data:`TURN_COLUMNS`, dtypes :data:`TURN_TYPES`): ``qa_id``, ``time``,
         ``question``, ``source`` (``search`` or ``recall``), ``search_type``, ``mode`` (what ran),
         ``requested_mode``, ``fallback_reason``, ``answered``, ``latency_ms``, ``answer_calls``,
-        ``analysis_calls``, ``llm_calls``, ``tokens_in``, ``tokens_out``, ``usage`` (NA: counted in the
-        session's usage; ``post_end``, ``off`` or ``failed``: not counted, see :mod:`memlab.usage`), ``effective_query``, ``rewrite``, ``analysis_error``,
+        ``analysis_calls``, ``llm_calls``, ``tokens_in``, ``tokens_out``, ``usage`` (``recorded``: counted in
+        the session's usage; ``post_end``, ``off`` or ``failed``: not counted, see :mod:`memlab.usage`), ``effective_query``, ``rewrite``, ``analysis_error``,
         ``guidance_ids``, then ``lane_raw`` / ``lane_rewrite`` / ``lane_merged`` (the element
         ids each retrieval lane ranked and the merged list the answer saw; None for a lane
         that did not run: ``lane_rewrite`` on a single-query turn, all three on a gated
@@ -490,6 +490,7 @@ class Frames:
             row: dict[str, Any] = {"qa_id": entry.qa_id, "time": entry.time, "question": entry.question}
             row.update({name: meta.get(f"turn_{name}") for name in TURN_COLUMNS if name not in row})
             row["llm_calls"] = (_integer(row["answer_calls"]) or 0) + (_integer(row["analysis_calls"]) or 0)
+            row["usage"] = row["usage"] or "recorded"  # stored only when it was not
             row["guidance_ids"] = list(entry.used_session_context_ids or [])
             row["history_ids"] = _ids(meta.get("turn_history_ids")) or []
             lanes = turn_trace(meta)["lanes"] or {}

@@ -359,7 +359,9 @@ class MemoryStack:
         without delaying this call: each new turn becomes a document that is
         chunked, extracted (one offline-LLM call per chunk) and embedded, and the
         first such run in a process imports the LLM stack and loads the embedder
-        (seconds). :meth:`close` waits for it, at most ``timeout`` seconds.
+        (seconds); the session's accepted guidance not yet distilled is then distilled
+        into the same dataset (``distill_session``'s gate and watermark). :meth:`close`
+        waits for it, at most ``timeout`` seconds.
         """
         self._require_open()
         return await self._remembering.remember(

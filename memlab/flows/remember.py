@@ -13,7 +13,10 @@ gated guidance into the same dataset (the ``distiller`` it is given,
 session whose distillation fails does not undo or hide the bridging: a warning is
 logged and its entry in ``ImproveResult.distilled`` has status ``failed`` with the
 ``error`` (for :class:`~memlab.exceptions.DistillationCallsFailedError`, the partial
-result it carries). Background self-improvement does not distill.
+result it carries). Background self-improvement distills too, after bridging: the same
+gate and watermark as ``distill_session`` (only accepted guidance not yet sealed), so a
+session's lessons reach permanent memory without an explicit call; a failure is logged
+and the bridging stays. ``self_improvement=False`` leaves both to ``improve()``.
 """
 
 from __future__ import annotations
@@ -154,7 +157,7 @@ class RememberFlows:
         return target, sessions, len(texts), documents
 
     async def _improve_in_background(self, dataset: Any, session: str, user: Any) -> None:
-        """Bridge the session's turns after its persist watermark into ``dataset``, then raise the watermark.
+        """Bridge the session's turns after its persist watermark into ``dataset``, raise the watermark, then distill.
 
         The watermark (a context row ``session_persist_watermark_state:<dataset_id>``
         holding ``count``) is the number of the session's turns, in order, already
@@ -182,9 +185,11 @@ class RememberFlows:
         if len(entries) > done:
             mark = {"id": mark_id, "kind": PERSIST_WATERMARK_KIND, "dataset_id": str(target.id), "count": len(entries)}
             await self.sessions.add_context_entry(resolved.id, mark, session_id=session)
+        distilled = await self._distill(target, [session], resolved)
         logger.info(
-            "self-improvement of session %r into dataset %s: %d new turn(s), %d new document(s) chunked, extracted and embedded in %.2f s",
-            session, target.id, len(texts), new, asyncio.get_running_loop().time() - started,
+            "self-improvement of session %r into dataset %s: %d new turn(s), %d new document(s) chunked, extracted and embedded, "
+            "distillation %s, in %.2f s",
+            session, target.id, len(texts), new, distilled[0].status if distilled else "off", asyncio.get_running_loop().time() - started,
         )
 
     def _schedule(self, dataset: Any, session: str, user: Any) -> None:

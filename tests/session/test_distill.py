@@ -425,3 +425,29 @@ async def test_the_whole_path_on_the_sqlite_cache(tmp_path):
         assert (await stack.session.distill_session("s1", dataset="notes")).llm_calls == 0
     finally:
         await stack.close()
+
+
+# -- background self-improvement -----------------------------------------------------------------
+
+
+async def test_background_self_improvement_distills_accepted_guidance_with_its_watermark(stack):
+    await add_entry(stack, "Always cite the source document.")
+    await stack.remember("I prefer answers with sources.", dataset="notes", session_id="s1")
+    assert await stack.wait_for_background(60) == 0
+    lessons = [record for record in await stack.datasets.list_data("notes") if LESSON_TAG in record.tags]
+    assert len(lessons) == 1 and set(lessons[0].tags) == {LESSON_TAG, "session:s1"}
+    again = await stack.session.distill_session("s1", dataset="notes")
+    assert again.status == "no_new_entries"  # the background run sealed what it distilled
+    await add_entry(stack, "Prefer bullet lists.", section="preferences")
+    await stack.remember("And keep it short.", dataset="notes", session_id="s1")
+    assert await stack.wait_for_background(60) == 0
+    assert len([record for record in await stack.datasets.list_data("notes") if LESSON_TAG in record.tags]) == 2
+
+
+async def test_without_self_improvement_nothing_is_distilled_until_improve(stack):
+    await add_entry(stack, "Always cite the source document.")
+    await stack.remember("I prefer answers with sources.", dataset="notes", session_id="s1", self_improvement=False)
+    assert await stack.wait_for_background(60) == 0
+    assert [record for record in await stack.datasets.list_data("notes") if LESSON_TAG in record.tags] == []
+    result = await stack.improve(dataset="notes", session_ids=["s1"])
+    assert [item.status for item in result.distilled] == ["completed"]
