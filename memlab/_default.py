@@ -1,9 +1,13 @@
-"""The lazily created default stack behind ``memlab.remember`` & co (cognee's calling style)."""
+"""The lazily created default stack behind ``memlab.remember`` & co (cognee's calling style), and the
+module-level session API on it (``memlab.session.get_session / add_feedback / delete_feedback /
+distill_session``, re-exported lazily by :mod:`memlab.session`)."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+from memlab.models import DistillResult, SessionQAEntry
 from memlab.stack import MemoryStack
 
 _stack: MemoryStack | None = None
@@ -31,3 +35,25 @@ async def reset_default_stack() -> None:
     if _stack is not None and _loop is asyncio.get_running_loop():
         await _stack.close()
     _stack = _loop = None
+
+
+async def get_session(session_id: str | None = None, last_n: int | None = None, user: Any = None) -> list[SessionQAEntry]:
+    """``stack.session.get_session`` on the default stack."""
+    return await (await default_stack()).session.get_session(session_id=session_id, last_n=last_n, user=user)
+
+
+async def add_feedback(
+    session_id: str | None, qa_id: str, feedback_text: str | None = None, feedback_score: int | None = None, user: Any = None
+) -> bool:
+    """``stack.session.add_feedback`` on the default stack."""
+    return await (await default_stack()).session.add_feedback(session_id, qa_id, feedback_text, feedback_score, user)
+
+
+async def delete_feedback(session_id: str | None, qa_id: str, user: Any = None) -> bool:
+    """``stack.session.delete_feedback`` on the default stack."""
+    return await (await default_stack()).session.delete_feedback(session_id, qa_id, user)
+
+
+async def distill_session(session_id: str, dataset: Any = None, user: Any = None, max_batches: int | None = None) -> DistillResult:
+    """``stack.session.distill_session`` on the default stack."""
+    return await (await default_stack()).session.distill_session(session_id, dataset, user, max_batches)

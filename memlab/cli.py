@@ -204,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     modes.add_argument("--turns", type=_positive_int, default=200, help="conversation turns per mode (default: 200)")
     modes.add_argument("--latency-ms", type=float, default=200.0, help="simulated latency per offline LLM call, ms (default: 200)")
     modes.add_argument("--modes", type=_names, default=None, help="comma-separated analysis modes (default: concurrent,sequential,off)")
+    modes.add_argument("--entry", choices=("search", "recall"), default="search",
+                       help="send each turn through search() or recall(scope='graph'): the same session turn (default: search)")
     cleanup = benches.add_parser(
         "cleanup",
         parents=[output],
@@ -468,7 +470,7 @@ def _bench_modes(args: argparse.Namespace) -> int:
     unknown = [name for name in args.modes or () if name not in MODES]
     if unknown or not 0 <= args.latency_ms < float("inf"):
         raise UsageError(f"--modes takes {', '.join(MODES)}; got {', '.join(unknown)}" if unknown else f"--latency-ms must be a number >= 0, got {args.latency_ms:g}")
-    spec = ModesBenchSpec(turns=args.turns, latency_ms=args.latency_ms, **({"modes": args.modes} if args.modes else {}))
+    spec = ModesBenchSpec(turns=args.turns, latency_ms=args.latency_ms, entry=args.entry, **({"modes": args.modes} if args.modes else {}))
     progress = _progress(args)
     rows, turns = asyncio.run(run_bench_modes(spec, progress=progress))
     _print_table(args, format_modes_table(rows, spec))

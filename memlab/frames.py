@@ -120,12 +120,13 @@ CONTEXT_TYPES = {
 }
 #: the columns of :meth:`Frames.turns`
 TURN_COLUMNS = (
-    "qa_id", "time", "question", "mode", "requested_mode", "fallback_reason", "answered", "latency_ms", "answer_calls",
-    "analysis_calls", "llm_calls", "tokens_in", "tokens_out", "effective_query", "rewrite", "analysis_error", "guidance_ids",
+    "qa_id", "time", "question", "source", "search_type", "mode", "requested_mode", "fallback_reason", "answered", "latency_ms",
+    "answer_calls", "analysis_calls", "llm_calls", "tokens_in", "tokens_out", "usage", "effective_query", "rewrite", "analysis_error", "guidance_ids",
     "lane_raw", "lane_rewrite", "lane_merged", "history_ids",
 )
 TURN_TYPES = {
-    "qa_id": "string", "time": UTC_DATETIME, "question": "string", "mode": "string", "requested_mode": "string",
+    "qa_id": "string", "time": UTC_DATETIME, "question": "string", "source": "string", "search_type": "string",
+    "mode": "string", "requested_mode": "string", "usage": "string",
     "fallback_reason": "string", "answered": "boolean", "latency_ms": "Int64", "answer_calls": "Int64", "analysis_calls": "Int64",
     "llm_calls": "Int64", "tokens_in": "Int64", "tokens_out": "Int64", "effective_query": "string", "rewrite": "string",
     "analysis_error": "string", "guidance_ids": LIST, "lane_raw": LIST, "lane_rewrite": LIST, "lane_merged": LIST,
@@ -136,14 +137,15 @@ PHASE_TYPES = {"qa_id": "string", "turn": "Int64", "mode": "string", "phase": "s
 #: the columns of :meth:`Frames.sessions`
 SESSION_COLUMNS = (
     "session_id", "user_id", "dataset_id", "status", "effective_status", "started_at", "last_activity_at", "ended_at",
-    "tokens_in", "tokens_out", "cost_usd", "unpriced_tokens_in", "unpriced_tokens_out", "embedding_tokens",
+    "tokens_in", "tokens_out", "cost_usd", "partially_priced", "unpriced_tokens_in", "unpriced_tokens_out", "embedding_tokens",
     "embedding_cost_usd", "error_count", "last_model",
 )
 SESSION_TYPES = {
     "session_id": "string", "user_id": "string", "dataset_id": "string", "status": "category", "effective_status": "category",
     "started_at": UTC_DATETIME, "last_activity_at": UTC_DATETIME, "ended_at": UTC_DATETIME, "tokens_in": "Int64",
-    "tokens_out": "Int64", "cost_usd": "float64", "unpriced_tokens_in": "Int64", "unpriced_tokens_out": "Int64",
-    "embedding_tokens": "Int64", "embedding_cost_usd": "float64", "error_count": "Int64", "last_model": "string",
+    "tokens_out": "Int64", "cost_usd": "Float64", "partially_priced": "boolean", "unpriced_tokens_in": "Int64",
+    "unpriced_tokens_out": "Int64", "embedding_tokens": "Int64", "embedding_cost_usd": "float64", "error_count": "Int64",
+    "last_model": "string",
 }
 #: the columns of :meth:`Frames.usage`
 USAGE_COLUMNS = (
@@ -408,7 +410,8 @@ class Frames:
     ) -> "pandas.DataFrame":
         """One row per session the caller may see (``stack.usage.list_sessions``), columns :data:`SESSION_COLUMNS`.
 
-        Datetimes are UTC (``ended_at`` NaT while running), counts ``Int64``, costs ``float64``.
+        Datetimes are UTC (``ended_at`` NaT while running), counts ``Int64``, ``cost_usd`` ``Float64``
+        (NA when nothing was priced; ``partially_priced`` when some was not), ``embedding_cost_usd`` ``float64``.
         """
         page = await self._usage_api().list_sessions(user, status=status, order_by=order_by, descending=descending, limit=limit, offset=offset)
         return _build([item.model_dump(exclude={"models"}) for item in page.items], SESSION_TYPES)
@@ -469,9 +472,10 @@ class Frames:
         """One row per search turn of the session, oldest first (turns written by ``remember`` are left out).
 
         Columns (:data:`TURN_COLUMNS`, dtypes :data:`TURN_TYPES`): ``qa_id``, ``time``,
-        ``question``, ``mode`` (what ran), ``requested_mode``, ``fallback_reason``,
-        ``answered``, ``latency_ms``, ``answer_calls``, ``analysis_calls``, ``llm_calls``,
-        ``tokens_in``, ``tokens_out``, ``effective_query``, ``rewrite``, ``analysis_error``,
+        ``question``, ``source`` (``search`` or ``recall``), ``search_type``, ``mode`` (what ran),
+        ``requested_mode``, ``fallback_reason``, ``answered``, ``latency_ms``, ``answer_calls``,
+        ``analysis_calls``, ``llm_calls``, ``tokens_in``, ``tokens_out``, ``usage`` (NA: counted in the
+        session's usage; ``post_end``, ``off`` or ``failed``: not counted, see :mod:`memlab.usage`), ``effective_query``, ``rewrite``, ``analysis_error``,
         ``guidance_ids``, then ``lane_raw`` / ``lane_rewrite`` / ``lane_merged`` (the element
         ids each retrieval lane ranked and the merged list the answer saw; None for a lane
         that did not run: ``lane_rewrite`` on a single-query turn, all three on a gated

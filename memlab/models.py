@@ -303,13 +303,42 @@ class ModelUsage(BaseModel):
     updated_at: datetime
 
 
-class SessionUsage(BaseModel):
-    """A session's lifecycle and usage (``session_records``), as read: ``effective_status`` is ``abandoned``
-    for a ``running`` session idle longer than ``SESSION_ABANDON_AFTER_SECONDS`` (computed, never stored).
+class _PricedTotals(BaseModel):
+    """LLM totals that never show a silent $0: the rule every usage total follows.
 
-    ``tokens_in`` / ``tokens_out`` count every LLM call; ``cost_usd`` the priced ones;
-    ``unpriced_tokens_in`` / ``unpriced_tokens_out`` the tokens of calls to unpriced
-    models (never a silent $0); ``models`` is filled by ``stack.usage.get()``.
+    ``cost_usd`` is the priced calls' cost. When every LLM token counted is unpriced
+    (``unpriced_tokens_in + unpriced_tokens_out`` equal to ``tokens_in + tokens_out``,
+    and not zero) it is None: there is no cost to state. When only some are,
+    ``partially_priced`` is True and the unpriced tokens stand beside the cost.
+    """
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: Optional[float] = 0.0
+    unpriced_tokens_in: int = 0
+    unpriced_tokens_out: int = 0
+    partially_priced: bool = False
+
+    @model_validator(mode="after")
+    def _priced(self) -> "_PricedTotals":
+        unpriced = self.unpriced_tokens_in + self.unpriced_tokens_out
+        if unpriced:
+            if unpriced >= self.tokens_in + self.tokens_out:
+                self.cost_usd, self.partially_priced = None, False
+            else:
+                self.partially_priced = True
+        return self
+
+
+class SessionUsage(_PricedTotals):
+    """A session's lifecycle and usage (``session_records``), as read: ``effective_status`` is ``abandoned``
+    for a ``running`` session idle longer than the smaller of ``SESSION_ABANDON_AFTER_SECONDS`` and the
+    cache's TTL (computed, never stored).
+
+    ``tokens_in`` / ``tokens_out`` count every LLM call; ``cost_usd`` the priced ones
+    (None when none was priced; ``partially_priced`` when some were not: the rule of every
+    usage total); ``unpriced_tokens_in`` / ``unpriced_tokens_out`` the tokens of calls to
+    unpriced models (never a silent $0); ``models`` is filled by ``stack.usage.get()``.
     """
 
     session_id: str
@@ -320,11 +349,6 @@ class SessionUsage(BaseModel):
     started_at: datetime
     last_activity_at: datetime
     ended_at: Optional[datetime] = None
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cost_usd: float = 0.0
-    unpriced_tokens_in: int = 0
-    unpriced_tokens_out: int = 0
     embedding_tokens: int = 0
     embedding_cost_usd: float = 0.0
     error_count: int = 0
@@ -348,17 +372,13 @@ class SessionPage(BaseModel):
     offset: int
 
 
-class UsageStats(BaseModel):
-    """Totals over the visible sessions active in ``range`` (``24h`` | ``7d`` | ``30d`` | ``all``)."""
+class UsageStats(_PricedTotals):
+    """Totals over the visible sessions active in ``range`` (``24h`` | ``7d`` | ``30d`` | ``all``); ``cost_usd`` and
+    ``partially_priced`` follow the rule of every usage total (None when nothing was priced)."""
 
     range: str
     sessions: int
     by_status: dict[str, int]
-    tokens_in: int
-    tokens_out: int
-    cost_usd: float
-    unpriced_tokens_in: int
-    unpriced_tokens_out: int
     embedding_tokens: int
     embedding_cost_usd: float
     error_count: int

@@ -31,6 +31,7 @@ from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import ConfigError, MemlabError, StackStateError
 from memlab.flows.distill import DistillFlow
 from memlab.flows.forget import ForgetFlow
+from memlab.flows.recall_options import RecallOptions
 from memlab.flows.remember import RememberFlows
 from memlab.lifecycle import Lifecycle, StackState
 from memlab.models import ForgetResult, ImproveResult, RecallResponse, RememberResult
@@ -162,10 +163,16 @@ class MemoryStack:
         self._forgetting = ForgetFlow(
             users=self.users, datasets=self.datasets, store=self._relational, memory=self._memory, cleaner=self._cleaner
         )
-        self._usage_recorder = UsageRecorder(self._relational, enabled=config.session.track_usage)
+        # tracking depends on caching (the seed)
+        self._usage_recorder = UsageRecorder(self._relational, enabled=config.session.track_usage and config.cache.enabled)
         #: sessions' usage and cost, with the seed's visibility rules (:mod:`memlab.usage`)
         self.usage = UsageAPI(
-            self._relational, self.users, self.clock, abandon_after_seconds=config.session.abandon_after_seconds, recorder=self._usage_recorder
+            self._relational,
+            self.users,
+            self.clock,
+            abandon_after_seconds=config.session.abandon_after_seconds,
+            recorder=self._usage_recorder,
+            expire_after_seconds=self.cache.ttl.seconds if self.cache is not None else None,
         )
         self._distilling = DistillFlow(
             users=self.users,
@@ -245,7 +252,6 @@ class MemoryStack:
             turns=TurnRunner(self.session_manager, self.analysis, self.merge, self.llm, usage=self._usage_recorder),
             warmup=WarmupProbe(self._relational, self.clock, threshold=recall.warmup_threshold, cache_ttl=recall.warmup_cache_ttl_seconds),
             config=recall,
-            usage=self._usage_recorder,
         )
 
     @classmethod
@@ -424,6 +430,12 @@ class MemoryStack:
         only_context: bool = False,
         response_model: Any = None,
         distinct: str | None = None,
+        system_prompt: str | None = None,
+        context_profile: str = "qa",
+        node_name: list[str] | None = None,
+        node_name_filter_operator: str = "OR",
+        include_references: bool = False,
+        feedback_influence: float | None = None,
     ) -> list[RecallResponse]:
         """Search memory: the session, the graph, or both (SPEC §9; see :mod:`memlab.flows.recall`).
 
@@ -438,6 +450,11 @@ class MemoryStack:
         ``dataset_ids`` the user cannot read raise ``PermissionDeniedError``. An
         empty query returns ``[]``. ``distinct="data_id"``: one result per source
         document from ``CHUNKS``, ``SUMMARIES`` and ``CHUNKS_LEXICAL`` (ignored by other types).
+        ``system_prompt`` replaces the answer call's instructions; ``context_profile``
+        (``"qa"`` or ``"agent"``) picks the guidance the ``session_context`` source renders.
+        ``node_name`` / ``node_name_filter_operator``, ``include_references`` and
+        ``feedback_influence`` are upstream options memlab does not implement: a
+        value other than the default raises ``ValidationError`` saying why.
         """
         self._require_open()
         return await self._flows.recall(
@@ -453,6 +470,14 @@ class MemoryStack:
             only_context=only_context,
             response_model=response_model,
             distinct=distinct,
+            options=RecallOptions.checked(
+                system_prompt=system_prompt,
+                context_profile=context_profile,
+                node_name=node_name,
+                node_name_filter_operator=node_name_filter_operator,
+                include_references=include_references,
+                feedback_influence=feedback_influence,
+            ),
         )
 
     async def search(

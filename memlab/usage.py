@@ -7,13 +7,20 @@ where the figures came from, cost from litellm's cost map or None when unpriced)
 are added to the session's ``session_records`` row and its ``session_model_usage``
 rows in one transaction. A write that fails never fails the operation: it is
 logged and counted (:attr:`UsageRecorder.failures`). ``MEMLAB_USAGE_TRACKING=false``
-turns recording off.
+turns recording off, and so does ``CACHING=false`` (the seed: tracking depends on
+caching). After ``stack.session.end()`` nothing moves: a later turn is still answered
+and stored, and its usage is reported in one place, the turn's record
+(``raw["turn"]["usage"] == "post_end"``, stored as ``turn_usage``), with its tokens
+beside it; the session's record, per-model rows, ``stats`` and ``cost_by_model``
+leave it out alike. Each metered block's :class:`Metered` says what happened:
+``recorded``, ``post_end``, ``off``, ``failed`` or ``none`` (no calls).
 
 Reading (:class:`UsageAPI`): a caller sees its own sessions, those of its agent users
 (``parent_user_id`` = the caller) and those attributed to a dataset it may read,
 nothing else, in lists and aggregates alike. ``abandoned`` is computed at read time:
-a ``running`` session whose ``last_activity_at`` is older than
-``SESSION_ABANDON_AFTER_SECONDS`` (strict ``<``).
+a ``running`` session whose ``last_activity_at`` is older than the smaller of
+``SESSION_ABANDON_AFTER_SECONDS`` and the cache's TTL (``SESSION_TTL_SECONDS``, when
+entries expire: a session idle that long has no live turns left), strict ``<``.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from memlab.validation import check_flag, check_id
 if TYPE_CHECKING:
     from memlab.llm import CallUsage
 
-__all__ = ["RANGES", "SESSION_ORDER_COLUMNS", "STATUSES", "UsageAPI", "UsageRecorder"]
+__all__ = ["OUTCOMES", "RANGES", "SESSION_ORDER_COLUMNS", "STATUSES", "Metered", "UsageAPI", "UsageRecorder"]
 
 logger = logging.getLogger("memlab.usage")
 
@@ -62,6 +69,17 @@ def _whole(name: str, value: Any, low: int, high: int | None = None) -> int:
     return value
 
 
+class Metered:
+    """The outcome of one metered block (set when the block has ended): see :data:`OUTCOMES`."""
+
+    def __init__(self) -> None:
+        self.outcome = "none"
+
+
+#: what a metered block's usage became
+OUTCOMES = ("recorded", "post_end", "off", "failed", "none")
+
+
 class UsageRecorder:
     """Adds metered calls to ``session_records`` / ``session_model_usage``; never raises into the caller."""
 
@@ -72,46 +90,72 @@ class UsageRecorder:
         self.failures = 0
 
     @asynccontextmanager
-    async def metered(self, user_id: Any, session_id: str, dataset_id: uuid.UUID | None) -> AsyncIterator[None]:
-        """Meter the block's LLM and embedding calls and record them for the session, also when the block raises."""
+    async def metered(self, user_id: Any, session_id: str, dataset_id: uuid.UUID | None) -> AsyncIterator[Metered]:
+        """Meter the block's LLM and embedding calls and record them for the session, also when the block raises.
+
+        The yielded :class:`Metered` holds the outcome once the block has ended.
+        """
+        metered = Metered()
         if not self.enabled:
-            yield
+            metered.outcome = "off"
+            yield metered
             return
         from memlab.llm import metering
 
         with metering() as meter:
             try:
-                yield
+                yield metered
             finally:
-                await self.record(user_id, session_id, dataset_id, meter.calls)
+                metered.outcome = await self.record(user_id, session_id, dataset_id, meter.calls)
 
-    async def record(self, user_id: Any, session_id: str, dataset_id: uuid.UUID | None, calls: Sequence["CallUsage"]) -> None:
-        """Record ``calls`` for (user, session); a user id that is not a memlab user's is skipped."""
-        if not calls or not self.enabled:
-            return
+    async def record(self, user_id: Any, session_id: str, dataset_id: uuid.UUID | None, calls: Sequence["CallUsage"]) -> str:
+        """Record ``calls`` for (user, session) and say what happened (:data:`OUTCOMES`); a user id that is not a memlab user's is ``off``."""
+        if not self.enabled:
+            return "off"
+        if not calls:
+            return "none"
         try:
             user = uuid.UUID(str(user_id))
         except ValueError:
-            return
+            return "off"
         try:
-            await self.store.usage.record(user, session_id, dataset_id, calls)
+            return "recorded" if await self.store.usage.record(user, session_id, dataset_id, calls) else "post_end"
         except Exception as exc:  # usage must never fail the answer it describes
             self.failures += 1
             logger.warning("usage of session %r could not be recorded (%d failure(s) so far): %s: %s", session_id, self.failures, type(exc).__name__, exc)
+            return "failed"
 
 
 class UsageAPI:
     """``stack.usage``: sessions, their usage and cost, as the caller may see them (see the module docstring)."""
 
-    def __init__(self, store: RelationalStore, users: Users, clock: Clock, *, abandon_after_seconds: float, recorder: UsageRecorder) -> None:
+    def __init__(
+        self,
+        store: RelationalStore,
+        users: Users,
+        clock: Clock,
+        *,
+        abandon_after_seconds: float,
+        recorder: UsageRecorder,
+        expire_after_seconds: float | None = None,
+    ) -> None:
         self._store = store
         self._users = users
         self._clock = clock
         self.abandon_after_seconds = abandon_after_seconds
+        #: the cache's TTL (None: entries never expire); a session idle that long is abandoned too
+        self.expire_after_seconds = expire_after_seconds
         self.recorder = recorder
 
+    @property
+    def idle_limit_seconds(self) -> float:
+        """How long a ``running`` session may be idle before it reads as ``abandoned``: min(abandon window, TTL)."""
+        if self.expire_after_seconds is None:
+            return self.abandon_after_seconds
+        return min(self.abandon_after_seconds, self.expire_after_seconds)
+
     def _cutoff(self) -> str:
-        return (self._clock.now() - timedelta(seconds=self.abandon_after_seconds)).isoformat()
+        return (self._clock.now() - timedelta(seconds=self.idle_limit_seconds)).isoformat()
 
     def _since(self, range: Any) -> str:
         span = RANGES[_choice("range", range, tuple(RANGES))]

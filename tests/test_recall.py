@@ -123,8 +123,8 @@ async def test_a_recall_answer_in_a_session_is_stored_as_a_turn_with_its_graph_e
     assert [hit.qa_id for hit in hits] == [turn.qa_id]  # the stored answer is session memory now
 
 
-async def test_a_recall_without_session_or_only_retrieving_stores_nothing(filled):
-    await filled.recall("Who worked at Bletchley Park?", query_type="GRAPH_COMPLETION")
+async def test_a_recall_only_retrieving_or_in_another_session_stores_nothing_in_this_one(filled):
+    await filled.recall("Who worked at Bletchley Park?", query_type="GRAPH_COMPLETION")  # a turn of the default session
     await filled.recall("Bletchley Park", session_id="chat", query_type="CHUNKS")
     await filled.recall("Who worked at Bletchley Park?", session_id="chat", only_context=True)
     assert await filled.session.get_session("chat") == []

@@ -58,7 +58,7 @@ async def test_a_turn_records_its_llm_and_embedding_calls_with_their_source(stac
 async def test_an_unknown_model_is_unpriced_with_its_tokens_never_a_silent_zero(stack):
     await _turns(stack, "chat", "Who discovered Polonium?")
     record = await stack.usage.get("chat")
-    assert record.cost_usd == 0.0 and (record.unpriced_tokens_in, record.unpriced_tokens_out) == (record.tokens_in, record.tokens_out)
+    assert record.cost_usd is None and not record.partially_priced and (record.unpriced_tokens_in, record.unpriced_tokens_out) == (record.tokens_in, record.tokens_out)
     [llm] = [model for model in record.models if model.kind == "llm"]
     assert llm.priced is False and llm.cost_usd is None
     by_model = {row.model: row for row in await stack.usage.cost_by_model("all")}
@@ -233,7 +233,7 @@ async def test_frames_have_typed_columns(stack):
     assert sessions["session_id"].tolist() == ["chat"]
     for column in ("started_at", "last_activity_at", "ended_at"):
         assert isinstance(sessions[column].dtype, pd.DatetimeTZDtype) and str(sessions[column].dtype.tz) == "UTC"
-    assert str(sessions["tokens_in"].dtype) == "Int64" and str(sessions["cost_usd"].dtype) == "float64"
+    assert str(sessions["tokens_in"].dtype) == "Int64" and str(sessions["cost_usd"].dtype) == "Float64"
     usage = await stack.frames.usage("chat")
     assert set(usage["kind"]) == {"llm", "embedding"} and str(usage["cost_usd"].dtype) == "Float64"
     assert usage["cost_usd"].isna().all() and not usage["priced"].any()  # memlab/offline and the hashing embedder are unpriced

@@ -3,7 +3,8 @@
 A seeded conversation (:func:`memlab.bench.corpus.synthetic_conversation`: new
 questions about a remembered :func:`~memlab.bench.corpus.synthetic_qa` corpus,
 terse follow-ups, guidance statements, thanks, corrections) runs turn by turn
-through ``stack.search(message, session_id=...)`` once per mode (``concurrent``,
+through ``stack.search(message, session_id=...)`` (``--entry recall``: through
+``stack.recall(..., scope="graph")``, the same turn) once per mode (``concurrent``,
 ``sequential``, ``off``), each on a fresh stack: the fast hashing embedder and the
 offline LLM with a simulated ``latency_ms`` per call. The corpus is remembered
 first by a stack on the same data root without simulated latency (not timed).
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from memlab.bench import _table
+from memlab.exceptions import ValidationError
 
 MODES = ("concurrent", "sequential", "off")
 CONCURRENT_RATIO_TARGET = 0.55
@@ -52,6 +54,22 @@ class ModesBenchSpec:
     top_k: int = 15
     baseline: bool = True
     seed: int = 0
+    #: the entry point each turn goes through: ``"search"`` or ``"recall"`` (``scope="graph"``); the same turn either way
+    entry: str = "search"
+
+    def __post_init__(self) -> None:
+        check_entry(self.entry)
+
+
+#: the entry points a turn of the conversation can be sent through
+ENTRIES = ("search", "recall")
+
+
+def check_entry(entry: Any) -> str:
+    """``entry`` when it is one of :data:`ENTRIES`, else a :class:`~memlab.exceptions.ValidationError` naming it."""
+    if entry not in ENTRIES:
+        raise ValidationError(f"entry must be one of {', '.join(ENTRIES)}, got {entry!r}")
+    return str(entry)
 
 
 def conversation(spec: ModesBenchSpec) -> tuple[list[str], list[Any]]:
@@ -96,8 +114,10 @@ async def converse(
     baseline: bool = False,
     warm_up: bool = False,
     lanes: bool = False,
+    entry: str = "search",
 ) -> list[dict[str, Any]]:
-    """Send ``turns`` (``ConversationTurn`` s or strings) one by one through ``stack.search``; one row per turn.
+    """Send ``turns`` (``ConversationTurn`` s or strings) one by one through ``stack.search`` (``entry="recall"``:
+    ``stack.recall(..., scope="graph")``, the same session turn); one row per turn.
 
     Row: ``turn``, ``kind``, ``message``, ``wall_ms`` (around ``search()``), the turn
     record's ``mode``, ``requested_mode``, ``fallback_reason``, ``answered``,
@@ -122,7 +142,10 @@ async def converse(
             row["baseline_ms"] = (time.perf_counter() - started) * 1000
             row["baseline_tokens_in"], row["baseline_tokens_out"] = bare.usage["tokens_in"], bare.usage["tokens_out"]
         started = time.perf_counter()
-        [result] = await stack.search(message, search_type, session_id=session_id, top_k=top_k)
+        if entry == "recall":
+            [result] = await stack.recall(message, search_type, session_id=session_id, top_k=top_k, scope="graph")
+        else:
+            [result] = await stack.search(message, search_type, session_id=session_id, top_k=top_k)
         row["wall_ms"] = (time.perf_counter() - started) * 1000
         record = result.raw["turn"]
         row.update(
@@ -207,7 +230,9 @@ async def run_bench_modes(
             say(f"{mode}: remember {len(documents)} documents, then {len(turns)} turns at {spec.latency_ms:g} ms per LLM call"
                 + (" (with the bare baseline call before each turn)" if baseline else ""))
             async with bench_stack(Path(root) / mode, mode, spec, documents) as stack:
-                found = await converse(stack, turns, search_type=spec.search_type, top_k=spec.top_k, baseline=baseline, warm_up=True)
+                found = await converse(
+                    stack, turns, search_type=spec.search_type, top_k=spec.top_k, baseline=baseline, warm_up=True, entry=spec.entry
+                )
             per_turn[mode] = found
             rows.append(summary_row(mode, found))
             if baseline:
@@ -249,7 +274,7 @@ def format_modes_table(rows: Sequence[dict[str, Any]], spec: ModesBenchSpec) -> 
     )
     notes = (
         f"{spec.turns} turns of a seeded conversation (seed {spec.seed}) over {spec.documents} remembered synthetic_qa documents; "
-        f"stack.search(..., {spec.search_type}, top_k {spec.top_k}) turn by turn, a fresh stack per mode; "
+        f"stack.{spec.entry}(..., {spec.search_type}, top_k {spec.top_k}) turn by turn, a fresh stack per mode; "
         f"offline LLM at {spec.latency_ms:g} ms per call, embedder {spec.embedder}.\n"
         "median / p95: wall-clock of the answered turns (gated = turns the sequential analysis answered without retrieval). "
         "baseline: the bare retriever get_completion() on the off stack, timed just before each off turn (no session machinery)."
@@ -280,17 +305,19 @@ async def run_conversation(
     documents: int = 20,
     seed: int = 0,
     root: str | Path | None = None,
+    entry: str = "search",
 ) -> dict[str, ModeRun]:
-    """The same seeded conversation in each of ``modes`` (a fresh stack each, under ``root`` or a temporary directory)."""
+    """The same seeded conversation in each of ``modes`` (a fresh stack each, under ``root`` or a temporary directory),
+    each turn sent through ``entry`` (``"search"`` or ``"recall"``)."""
     import pandas as pd
 
-    spec = ModesBenchSpec(turns=turns, latency_ms=latency_ms, modes=tuple(modes), documents=documents, seed=seed)
+    spec = ModesBenchSpec(turns=turns, latency_ms=latency_ms, modes=tuple(modes), documents=documents, seed=seed, entry=entry)
     corpus, conversation_turns = conversation(spec)
     runs = {}
     with tempfile.TemporaryDirectory(prefix="memlab-modes-") as scratch:
         base = Path(root) if root is not None else Path(scratch)
         for mode in spec.modes:
             async with bench_stack(base / mode, mode, spec, corpus) as stack:
-                rows = await converse(stack, conversation_turns, search_type=spec.search_type, top_k=spec.top_k)
+                rows = await converse(stack, conversation_turns, search_type=spec.search_type, top_k=spec.top_k, entry=spec.entry)
                 runs[mode] = ModeRun(mode, pd.DataFrame(rows), await stack.frames.turns(SESSION_ID), await stack.frames.context(SESSION_ID))
     return runs

@@ -28,7 +28,7 @@ hold objects or classes instead of config values (:mod:`memlab.experiments._stra
 their checks, labels and fingerprints). Such a key leaves the cell's config as the base's
 and gives the cell a :class:`~memlab.experiments._strategies.Strategy` (``Cell.strategies``).
 A strategy key may not be varied beside a config key its object overrides (``cache``
-objects with ``cache.backend``, ``embedder`` with ``embedding.model``, ``session_retriever``
+objects with ``cache.*`` or ``ttl.*``, since a cache keeps its own TTL policy; ``embedder`` with ``embedding.model``, ``session_retriever``
 with ``session.retriever``), and a cell may not hold both a ``cache`` and a ``ttl``
 object (the cache stamps with its own policy) nor either with ``cache.enabled`` false.
 """
@@ -201,10 +201,10 @@ def config_identity(config: StackConfig, *, resolved: bool = True) -> str:
     return hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()
 
 
-#: strategy key -> the config path (section or field) its object overrides
-_OVERRIDES: dict[str, tuple[str, ...]] = {
-    "cache": ("cache",), "ttl": ("ttl",), "analysis": ("analysis",), "merge": ("merge",), "llm": ("llm",),
-    "embedder": ("embedding",), "session_retriever": ("session", "retriever"),
+#: strategy key -> the config paths (sections or fields) its object overrides (a cache object stamps with its own TTL policy)
+_OVERRIDES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "cache": (("cache",), ("ttl",)), "ttl": (("ttl",),), "analysis": (("analysis",),), "merge": (("merge",),),
+    "llm": (("llm",),), "embedder": (("embedding",),), "session_retriever": (("session", "retriever"),),
 }
 
 
@@ -246,11 +246,11 @@ def _split(vary: Mapping[str, Sequence[Any]]) -> tuple[list[tuple[str, tuple[str
         seen[path] = key
         keys.append((key, path, _values(key, values)))
     for key in strategies:
-        overridden = _OVERRIDES[key]
-        for other, path, _ in keys:
-            if path[: len(overridden)] == overridden or overridden[: len(path)] == path:
-                raise ConfigError(f"vary keys {key!r} (objects) and {other!r} both decide {'.'.join(overridden)}: a {key} object "
-                                  f"ignores {other}, so a cell would run under a label that lies; vary one of them")
+        for overridden in _OVERRIDES[key]:
+            for other, path, _ in keys:
+                if path[: len(overridden)] == overridden or overridden[: len(path)] == path:
+                    raise ConfigError(f"vary keys {key!r} (objects) and {other!r} both decide {'.'.join(overridden)}: a {key} "
+                                      f"object ignores {other}, so a cell would run under a label that lies; vary one of them")
     return keys, strategies
 
 

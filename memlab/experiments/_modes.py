@@ -29,7 +29,8 @@ class ModesConversation(Workload):
     (not timed); then the seed's ``turns``-message conversation
     (:func:`memlab.bench.modes.conversation`: questions, follow-ups, guidance, thanks,
     corrections) runs turn by turn through ``stack.search(message, search_type,
-    session_id=..., top_k=top_k)`` on a stack of the cell's config, so the mode is
+    session_id=..., top_k=top_k)`` (``entry="recall"``: ``stack.recall(..., scope="graph")``,
+    the same session turn) on a stack of the cell's config, so the mode is
     ``analysis.search_mode`` and the latency per LLM call ``llm.offline_latency_ms``
     (:func:`memlab.bench.modes.converse`, with its untimed warm-up call). The cell's
     strategy objects go into the conversation's stack; its ``llm`` and ``embedder``
@@ -70,14 +71,20 @@ class ModesConversation(Workload):
         "analysis_calls": "Int64", "tokens_in": "Int64", "tokens_out": "Int64", "hit": "boolean",
     }
 
-    def __init__(self, turns: int = 40, documents: int = 30, search_type: Any = "GRAPH_COMPLETION", top_k: int = 15) -> None:
+    def __init__(
+        self, turns: int = 40, documents: int = 30, search_type: Any = "GRAPH_COMPLETION", top_k: int = 15, entry: str = "search"
+    ) -> None:
+        from memlab.bench.modes import check_entry
+
         self.turns = positive_int("turns", turns)
         self.documents = positive_int("documents", documents)
         self.search_type = search_type_name(search_type)
         self.top_k = positive_int("top_k", top_k)
+        self.entry = check_entry(entry)
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"turns": self.turns, "documents": self.documents, "search_type": self.search_type, "top_k": self.top_k}
+        found = {"turns": self.turns, "documents": self.documents, "search_type": self.search_type, "top_k": self.top_k}
+        return found if self.entry == "search" else {**found, "entry": self.entry}  # search runs keep their cached cells
 
     async def run(self, config: "StackConfig", seed: int, objects: Mapping[str, Any] | None = None) -> WorkloadResult:
         from memlab.bench.corpus import synthetic_qa
@@ -91,7 +98,7 @@ class ModesConversation(Workload):
 
         spec = ModesBenchSpec(
             turns=self.turns, latency_ms=config.llm.offline_latency_ms, modes=(config.analysis.search_mode,), documents=self.documents,
-            embedder=config.embedding.model, search_type=self.search_type, top_k=self.top_k, baseline=False, seed=seed,
+            embedder=config.embedding.model, search_type=self.search_type, top_k=self.top_k, baseline=False, seed=seed, entry=self.entry,
         )
         documents, turns = conversation(spec)
         corpus = synthetic_qa(self.documents, seed=seed)
@@ -103,7 +110,9 @@ class ModesConversation(Workload):
         async with MemoryStack.from_config(quiet_config(config), **remembering) as builder:
             remembered = await builder.remember(list(documents), progress=False)
         async with MemoryStack.from_config(config, **given) as stack:
-            rows = await converse(stack, turns, session_id=SESSION_ID, search_type=self.search_type, top_k=self.top_k, warm_up=True, lanes=True)
+            rows = await converse(
+                stack, turns, session_id=SESSION_ID, search_type=self.search_type, top_k=self.top_k, warm_up=True, lanes=True, entry=self.entry
+            )
             graph = await stack.memory.graph(remembered.dataset_id)
             context = await stack.frames.context(SESSION_ID)
             await verify_and_clear_session(stack, SESSION_ID, len(rows))

@@ -11,16 +11,20 @@ sources run one after another and their results are concatenated:
   ``dataset_ids``, each checked for read permission), the warm-up marker
   (SPEC §9.4), the search type (explicit, else routed, else hybrid) and its
   retriever; a routed ``CHUNKS_LEXICAL`` / ``CODING_RULES`` that finds nothing
-  is retried as ``HYBRID_COMPLETION``;
-  with ``session_id`` given, a completion is stored as a turn of that session
-  (question, answer, context, the graph elements it used, the dataset when it
-  searched one), so a later delete can clean it up; no turn analysis runs;
+  is retried as ``HYBRID_COMPLETION``; a completion type (not ``only_context``)
+  runs as a session turn exactly as ``search()`` runs it (:mod:`memlab.flows.turn`:
+  the analysis mode, history and guidance in the prompt, the rewrite lane, the turn
+  lock, the stored turn with its record, usage), in ``session_id`` or, without one,
+  the default session of the named dataset (else of the user's main_dataset); its
+  result carries ``raw["turn"]``, ``raw["session_id"]`` and ``raw["qa_id"]``.
+  Retrieval-only types store nothing (as upstream, whose graph lane is its search);
 * ``session_context``: the session's usable guidance for the query, as the
   answer would be served it but read-only (nothing stamped), as one
   ``SessionContextRecallResponse`` (the rendered block and its entries); none
   when the session has no usable guidance;
-* ``trace``, ``tools``, ``code``: sources memlab does not serve yet; they
-  contribute nothing.
+* ``trace``: a source memlab does not serve yet; it contributes nothing;
+* ``tools``, ``code``: refused with a ``ValidationError`` before anything runs
+  (memlab has no tool connections and no code graph; ``"all"`` never implies them).
 
 Skills found by the skill gate (SPEC §9.5) are appended last, even when the
 session short-circuit skipped the graph.
@@ -44,7 +48,8 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -52,9 +57,9 @@ from pydantic import BaseModel
 from memlab.config import RecallConfig
 from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import SessionParameterValidationError, ValidationError
+from memlab.flows.recall_options import RecallOptions
 from memlab.flows.turn import TurnResult, TurnRunner
 from memlab.flows.warmup import WarmupProbe
-from memlab.llm import metering
 from memlab.models import (
     Dataset,
     GraphRecallResponse,
@@ -83,7 +88,6 @@ from memlab.validation import check_id, check_text
 
 if TYPE_CHECKING:
     from memlab.graph import PermanentMemory
-    from memlab.usage import UsageRecorder
 
 logger = logging.getLogger("memlab.recall")
 
@@ -131,6 +135,20 @@ def _check_session_id(session_id: Any) -> None:
         check_id("session_id", session_id, error=SessionParameterValidationError)
 
 
+#: recall sources memlab does not implement -> why (refused, never answered with an empty list)
+UNSERVED_SOURCES = {
+    "tools": "memlab has no tool connections (cognee's tools scope runs text-to-SQL over registered databases)",
+    "code": "memlab has no code graph (cognee's code scope queries a code graph built from repositories)",
+}
+
+
+def _refuse_unserved(sources: Sequence[str]) -> None:
+    """A :class:`~memlab.exceptions.ValidationError` for the first source in :data:`UNSERVED_SOURCES`."""
+    for source in sources:
+        if source in UNSERVED_SOURCES:
+            raise ValidationError(f"recall scope {source!r} is not served: {UNSERVED_SOURCES[source]}")
+
+
 def _check_response_model(response_model: Any) -> type[BaseModel] | None:
     if response_model is not None and not (isinstance(response_model, type) and issubclass(response_model, BaseModel)):
         raise ValidationError(f"response_model must be a pydantic model class, got {response_model!r}")
@@ -167,6 +185,16 @@ def answer_response(completion: Completion, search_type: SearchType) -> GraphRec
     )
 
 
+@dataclass(frozen=True)
+class _TurnAsk:
+    """What a recall's graph lane needs to run a completion as a session turn."""
+
+    acting: Any
+    session_id: str | None
+    named: bool
+    response_model: type[BaseModel] | None
+
+
 class RecallFlows:
     """recall() and search() over the collaborators they are given.
 
@@ -187,7 +215,6 @@ class RecallFlows:
         turns: TurnRunner,
         warmup: WarmupProbe,
         config: RecallConfig,
-        usage: "UsageRecorder | None" = None,
     ) -> None:
         self.users = users
         self.datasets = datasets
@@ -198,12 +225,11 @@ class RecallFlows:
         self.turns = turns
         self.warmup = warmup
         self.config = config
-        #: records completion calls as session usage (None: not recorded)
-        self.usage = usage
 
-    def _scope(self, targets: list[Dataset], top_k: int, distinct: str | None = None) -> RetrievalScope:
+    def _scope(self, targets: list[Dataset], top_k: int, distinct: str | None = None, *, system_prompt: str | None = None) -> RetrievalScope:
         return RetrievalScope(
-            self.memory(), [dataset.id for dataset in targets], top_k, self.llm, retrievers=self.retrievers.get, distinct=distinct
+            self.memory(), [dataset.id for dataset in targets], top_k, self.llm, retrievers=self.retrievers.get, distinct=distinct,
+            system_prompt=system_prompt,
         )
 
     # -- recall ------------------------------------------------------------------------
@@ -222,6 +248,7 @@ class RecallFlows:
         only_context: bool,
         response_model: Any,
         distinct: Any = None,
+        options: RecallOptions = RecallOptions(),
     ) -> list[RecallResponse]:
         query = _check_query(query_text)
         _check_session_id(session_id)
@@ -241,8 +268,9 @@ class RecallFlows:
         sources, short_circuit = resolve_sources(
             sources_asked, session_id=session_id, has_datasets=explicit, has_query_type=search_type is not None
         )
+        _refuse_unserved(sources)
         targets = await self._targets(acting, datasets, dataset_ids) if "graph" in sources else []
-        scope = self._scope(targets, top_k, distinct)
+        scope = self._scope(targets, top_k, distinct, system_prompt=options.system_prompt)
         skills = self._start_skill_gate(query, search_type, sources, targets, explicit, scope, only_context)
         results: list[RecallResponse] = []
         try:
@@ -253,18 +281,13 @@ class RecallFlows:
                     if short_circuit and hits:
                         break
                 elif source == "graph":
-                    async with self._storing(acting, session_id, targets):
-                        with metering() as meter:
-                            found = await self._graph(
-                                query, search_type, targets, scope, auto_route=auto_route, only_context=only_context,
-                                response_model=response_model, sole=sources == ["graph"],
-                            )
-                        await self._record_usage(acting, session_id, targets, meter.calls)
-                        if session_id is not None:
-                            await self._store_answers(acting, query, session_id, targets, found)
+                    turn = _TurnAsk(acting, session_id, explicit, response_model)
+                    found = await self._graph(
+                        query, search_type, targets, scope, turn, auto_route=auto_route, only_context=only_context, sole=sources == ["graph"]
+                    )
                     results.extend(found)
                 elif source == "session_context":
-                    results.extend(await self._session_context(acting, query, session_id))
+                    results.extend(await self._session_context(acting, query, session_id, options.context_profile))
         finally:
             found_skills = await skills if skills is not None else []
         return results + found_skills
@@ -299,57 +322,24 @@ class RecallFlows:
             for entry, score in hits
         ]
 
-    async def _record_usage(self, acting: Any, session_id: str | None, targets: list[Dataset], calls: list[Any]) -> None:
-        """A completion's calls as usage of its session (without ``session_id``: the first dataset's default session)."""
-        if self.usage is None or not any(call.kind == "llm" for call in calls):
-            return  # retrieval only: not a session-scoped completion
-        dataset = targets[0] if targets else None
-        session = await self._session_id(acting, session_id, dataset)
-        await self.usage.record(acting.id, session, dataset.id if dataset and len(targets) == 1 else None, calls)
-
-    async def _session_context(self, acting: Any, query: str, session_id: str | None) -> list[SessionContextRecallResponse]:
+    async def _session_context(self, acting: Any, query: str, session_id: str | None, profile: str) -> list[SessionContextRecallResponse]:
         session = await self._session_id(acting, session_id, None)
         guidance = self.sessions.guidance
         entries = await guidance.load(str(acting.id), session)
-        served = await guidance.serve(str(acting.id), session, query, entries=entries, stamp_served=False)
+        served = await guidance.serve(str(acting.id), session, query, entries=entries, stamp_served=False, profile=profile)
         if not served.ids:
             return []
         chosen = set(served.ids)
-        return [SessionContextRecallResponse(session_id=session, content=served.block, entries=[e for e in entries if e.id in chosen])]
-
-    @contextlib.asynccontextmanager
-    async def _storing(self, acting: Any, session_id: str | None, targets: list[Dataset]) -> AsyncIterator[None]:
-        """Around a graph lane whose answers are stored in ``session_id``: the session's turn lock, its activity recorded first.
-
-        As for a ``search()`` turn (see :mod:`memlab.provenance`): a delete racing the
-        recall waits for the answer to be stored, then cleans it. No session: nothing.
-        """
-        if session_id is None:
-            yield
-            return
-        session = self.sessions.resolve_session_id(session_id)
-        async with self.sessions.turn_lock(acting.id, session):
-            await self.sessions.record_activity(acting.id, session, targets[0].id if len(targets) == 1 else None, read=[t.id for t in targets])
-            yield
-
-    async def _store_answers(self, acting: Any, query: str, session_id: str, targets: list[Dataset], found: list[RecallResponse]) -> None:
-        """Store each graph answer as a turn of the session, with the graph elements it used (SPEC §9)."""
-        session = self.sessions.resolve_session_id(session_id)
-        for item in found:
-            if not isinstance(item, GraphRecallResponse) or item.kind != "answer":
-                continue
-            qa_id = await self.sessions.add_qa(
-                str(acting.id),
-                question=query,
-                answer=item.text,
-                context="\n".join(item.raw.get("context_texts", [])),
-                session_id=session,
-                dataset_id=targets[0].id if len(targets) == 1 else None,
-                used_graph_element_ids={"node_ids": list(item.raw.get("used_node_ids", [])), "edge_ids": list(item.raw.get("used_edge_ids", []))},
-                memify_metadata={"turn_source": "recall", "turn_search_type": item.search_type},
-                record_activity=False,  # recorded by _storing, before the graph was read
+        return [
+            SessionContextRecallResponse(
+                session_id=session, content=served.block, context_profile=profile, entries=[e for e in entries if e.id in chosen]
             )
-            item.raw.update({"session_id": session, "qa_id": qa_id})
+        ]
+
+    async def _turn_session(self, acting: Any, session_id: str | None, targets: list[Dataset], named: bool) -> str:
+        """The session a completion turn is stored in: ``session_id``, else the default session of the
+        one named dataset searched (named datasets: the first), else of the user's main_dataset."""
+        return await self._session_id(acting, session_id, targets[0] if named and targets else None)
 
     async def _session_id(self, acting: Any, session_id: str | None, dataset: Dataset | None) -> str:
         """``session_id``, else the dataset-scoped default session (``dataset``, else the user's main_dataset)."""
@@ -365,10 +355,10 @@ class RecallFlows:
         search_type: SearchType | None,
         targets: list[Dataset],
         scope: RetrievalScope,
+        turn: "_TurnAsk",
         *,
         auto_route: bool,
         only_context: bool,
-        response_model: type[BaseModel] | None,
         sole: bool,
     ) -> list[RecallResponse]:
         if self.config.warmup_shortcircuit and not only_context:
@@ -384,19 +374,25 @@ class RecallFlows:
                 search_type, routed = decision.search_type, decision.rule != "default"
             else:
                 search_type = SearchType.HYBRID_COMPLETION
-        found = await self._run(search_type, query, scope, only_context=only_context, response_model=response_model)
+        found = await self._run(search_type, query, targets, scope, turn, only_context=only_context)
         if not found and routed and self.retrievers.get(search_type).hybrid_retry_when_empty:
             logger.info("routed %s found nothing; retrying as %s", search_type.value, SearchType.HYBRID_COMPLETION.value)
-            found = await self._run(SearchType.HYBRID_COMPLETION, query, scope, only_context=only_context, response_model=response_model)
+            found = await self._run(SearchType.HYBRID_COMPLETION, query, targets, scope, turn, only_context=only_context)
         return found
 
     async def _run(
-        self, search_type: SearchType, query: str, scope: RetrievalScope, *, only_context: bool, response_model: type[BaseModel] | None
+        self, search_type: SearchType, query: str, targets: list[Dataset], scope: RetrievalScope, turn: "_TurnAsk", *, only_context: bool
     ) -> list[RecallResponse]:
+        """One search type's results: a completion runs as a session turn (as ``search()`` runs it), the rest retrieve."""
         retriever = self.retrievers.get(search_type)
         if retriever.completes and not only_context:
-            return [answer_response(await retriever.get_completion(query, scope, response_model=response_model), search_type)]
-        if response_model is not None:
+            session = await self._turn_session(turn.acting, turn.session_id, targets, turn.named)
+            result = await self.turns.run(
+                query, search_type, retriever, scope, user_id=str(turn.acting.id), session_id=session, source="recall",
+                response_model=turn.response_model,
+            )
+            return [turn_response(result, search_type, session)]
+        if turn.response_model is not None:
             raise ValidationError(f"response_model needs a completion search type; {search_type.value} only retrieves")
         return [item_response(item, search_type) for item in await retriever.get_context(query, scope)]
 
@@ -469,8 +465,7 @@ class RecallFlows:
             for query in queries:
                 results.extend(item_response(item, search_type) for item in await retriever.get_context(query, scope))
             return results
-        named = datasets is not None or dataset_ids is not None
-        session = await self._session_id(acting, session_id, targets[0] if named and targets else None)
+        session = await self._turn_session(acting, session_id, targets, datasets is not None or dataset_ids is not None)
         for query in queries:  # a batch runs its queries as sequential turns, in order
             turn = await self.turns.run(query, search_type, retriever, scope, user_id=str(acting.id), session_id=session, batch=batch)
             results.append(turn_response(turn, search_type, session))

@@ -1,4 +1,4 @@
-"""The session turn runner: one completion ``search()`` turn under an analysis mode (SPEC §6).
+"""The session turn runner: one completion turn of ``search()`` or ``recall()`` under an analysis mode (SPEC §6).
 
 :class:`TurnRunner` is built from its collaborators (session manager, analysis
 mode, merge policy, LLM client), picks the mode (:meth:`TurnRunner.choose`),
@@ -22,6 +22,10 @@ Each turn's record (``TurnResult.record``, returned as ``raw["turn"]`` of the
 search result) holds ``mode`` (what ran), ``requested_mode``, ``fallback_reason``,
 ``llm_calls`` (``{"answer": n, "analysis": n}``), ``tokens_in`` / ``tokens_out``
 (both calls), ``latency_ms`` (wall-clock from taking the lock to storing),
+``source`` (``"search"`` or ``"recall"``, the entry point), ``search_type``, ``usage``
+(what the session's usage record made of the turn: ``recorded``, ``post_end`` (the
+session had ended: nothing counted), ``off`` (tracking or caching off), ``failed``,
+``none``; see :mod:`memlab.usage`),
 ``effective_query``, ``rewrite`` (the rewrite lane's query, None when it did not
 run), ``analysis_error`` (None, or why the analysis failed open), ``lane_error``
 (a failed retrieval lane), ``answered`` (False for a gated turn), ``guidance_ids``
@@ -66,7 +70,7 @@ __all__ = ["SessionTurn", "TurnResult", "TurnRunner", "turn_metadata", "turn_tra
 logger = logging.getLogger("memlab.turn")
 
 _T = TypeVar("_T")
-_OPTIONAL_FACTS = ("fallback_reason", "effective_query", "rewrite", "analysis_error", "lane_error")
+_OPTIONAL_FACTS = ("search_type", "usage", "fallback_reason", "effective_query", "rewrite", "analysis_error", "lane_error")
 _LANES = ("raw", "rewrite", "merged")
 
 
@@ -83,6 +87,7 @@ class TurnResult:
 def turn_metadata(record: dict[str, Any]) -> dict[str, Any]:
     """The record flattened for ``memify_metadata`` (``turn_<name>``; None values omitted)."""
     metadata = {
+        "turn_source": record["source"],
         "turn_mode": record["mode"],
         "turn_requested_mode": record["requested_mode"],
         "turn_answered": record["answered"],
@@ -140,6 +145,9 @@ class SessionTurn(TurnPort):
         mode: str,
         requested_mode: str,
         fallback_reason: str | None,
+        source: str = "search",
+        search_type: SearchType | None = None,
+        response_model: Any = None,
     ) -> None:
         self.manager = runner.manager
         self.llm = runner.llm
@@ -149,10 +157,13 @@ class SessionTurn(TurnPort):
         self.scope = scope
         self.user_id = user_id
         self.session_id = session_id
+        self.response_model = response_model
         self.session_available = self.manager.available
         self.started = time.perf_counter()
         self._history_turns: list[Any] | None = None
         self.record: dict[str, Any] = {
+            "source": source,
+            "search_type": search_type.value if search_type is not None else None,
             "mode": mode,
             "requested_mode": requested_mode,
             "fallback_reason": fallback_reason,
@@ -170,6 +181,7 @@ class SessionTurn(TurnPort):
             "lanes": None,
             "analysis": None,
             "phases": [],
+            "usage": None,
         }
 
     @contextlib.contextmanager
@@ -253,7 +265,7 @@ class SessionTurn(TurnPort):
         block = guidance.block if guidance is not None else ""
         scope = dataclasses.replace(self.scope, history="\n\n".join(part for part in (block, history) if part))
         if rewrite is None:
-            completion = await self._timed("answer", self.retriever.get_completion(query, scope))
+            completion = await self._timed("answer", self.retriever.get_completion(query, scope, response_model=self.response_model))
             context_ids = [item.id for item in completion.context]
             self.note(lanes={"raw": context_ids, "rewrite": None, "merged": context_ids})
         else:
@@ -294,7 +306,7 @@ class SessionTurn(TurnPort):
                 "merged": retriever.lane_ids(merged),
             }
         )
-        return await self._timed("answer", retriever.answer_from(query, merged, scope))
+        return await self._timed("answer", retriever.answer_from(query, merged, scope, response_model=self.response_model))
 
     def _finish(self, answered: bool) -> None:
         self.note(answered=answered, latency_ms=round((time.perf_counter() - self.started) * 1000))
@@ -364,22 +376,65 @@ class TurnRunner:
         return fallback, reason
 
     async def run(
-        self, query: str, search_type: SearchType, retriever: Any, scope: RetrievalScope, *, user_id: str, session_id: str, batch: bool = False
+        self,
+        query: str,
+        search_type: SearchType,
+        retriever: Any,
+        scope: RetrievalScope,
+        *,
+        user_id: str,
+        session_id: str,
+        batch: bool = False,
+        source: str = "search",
+        response_model: Any = None,
     ) -> TurnResult:
-        """Run one turn of ``query`` in the session, under its turn lock."""
+        """Run one turn of ``query`` in the session, under its turn lock.
+
+        ``source`` names the entry point (``"search"`` or ``"recall"``: the same turn
+        either way); ``response_model`` is passed to the answer call.
+        """
         mode, reason = self.choose(search_type, retriever, batch=batch)
-        metered = self.usage.metered(user_id, session_id, _single_dataset(scope)) if self.usage is not None else contextlib.nullcontext()
-        async with self.manager.turn_lock(user_id, session_id), metered:
-            await self.manager.record_activity(user_id, session_id, _single_dataset(scope), read=scope.dataset_ids)  # before retrieval: memlab.provenance
-            port = SessionTurn(
-                self,
-                query,
-                retriever,
-                scope,
-                user_id=user_id,
-                session_id=session_id,
-                mode=mode.name,
-                requested_mode=self.analysis.name,
-                fallback_reason=reason,
-            )
-            return await mode.run(port)
+        recorder = self.usage
+        async with self.manager.turn_lock(user_id, session_id):
+            metering = recorder.metered(user_id, session_id, _single_dataset(scope)) if recorder is not None else contextlib.nullcontext(None)
+            async with metering as metered:
+                result = await self._turn(mode, reason, query, search_type, retriever, scope, user_id, session_id, source, response_model,
+                                          usage="off" if metered is None or metered.outcome == "off" else None)
+            if metered is not None and metered.outcome != "off":
+                result.record["usage"] = metered.outcome
+                if metered.outcome in ("post_end", "failed") and result.qa_id is not None:  # known only now: said on the stored turn
+                    await self.manager.update_qa(user_id, result.qa_id, session_id=session_id, memify_metadata={"turn_usage": metered.outcome})
+        return result
+
+    async def _turn(
+        self,
+        mode: AnalysisMode,
+        reason: str | None,
+        query: str,
+        search_type: SearchType,
+        retriever: Any,
+        scope: RetrievalScope,
+        user_id: str,
+        session_id: str,
+        source: str,
+        response_model: Any,
+        *,
+        usage: str | None,
+    ) -> TurnResult:
+        await self.manager.record_activity(user_id, session_id, _single_dataset(scope), read=scope.dataset_ids)  # before retrieval: memlab.provenance
+        port = SessionTurn(
+            self,
+            query,
+            retriever,
+            scope,
+            user_id=user_id,
+            session_id=session_id,
+            mode=mode.name,
+            requested_mode=self.analysis.name,
+            fallback_reason=reason,
+            source=source,
+            search_type=search_type,
+            response_model=response_model,
+        )
+        port.note(usage=usage)
+        return await mode.run(port)

@@ -92,8 +92,10 @@ class MergePolicy(abc.ABC):
 
     :meth:`merge` is pure and synchronous: it neither mutates nor copies the items,
     and returns a new list of the given item objects. ``raw`` and ``rewrite`` are
-    sequences (not strings) or None; None means the lane failed or did not run and is
-    treated like an empty lane. Items are mappings or objects; :func:`identity` says
+    sequences (not strings) or None; None means the lane failed or did not run. A
+    failed rewrite lane is treated like an empty one by every policy; what a failed
+    raw lane means is each policy's rule (:class:`~memlab.merge.RawOnlyMerge` then answers from the
+    rewrite lane, the other built-ins treat it as empty). Items are mappings or objects; :func:`identity` says
     which of them are the same result. ``limit`` caps the output length (None: no
     cap). ``reserve`` is a hint some policies read (see each policy).
 

@@ -1,6 +1,6 @@
 """``store.usage``: the usage counters of ``session_records`` and the per-model ``session_model_usage`` rows.
 
-A record's counters move only while it is ``running``; per-model rows always. Reads
+A record's counters and per-model rows move only while it is ``running``. Reads
 apply the seed's visibility rule and compute ``abandoned`` (see :mod:`memlab.usage`).
 """
 
@@ -181,7 +181,7 @@ class UsageRepository(Repository):
             .where(_visible, _active)
             .group_by(session_model_usage.c.model, session_model_usage.c.kind)
             .order_by(session_model_usage.c.kind, session_model_usage.c.model),
-            # counters move only on a running row (a terminal row is frozen); the per-model row is not gated (SPEC §8)
+            # counters move only on a running row (a terminal row is frozen); record() gates the per-model rows on it too
             "usage_accumulate": update(session_records)
             .where(
                 session_records.c.session_id == bindparam("session_id"),
@@ -202,11 +202,13 @@ class UsageRepository(Repository):
             "usage_model_upsert": _model_upsert(insert),
         }
 
-    async def record(self, user_id: uuid.UUID, session_id: str, dataset_id: uuid.UUID | None, calls: Sequence["CallUsage"]) -> None:
-        """Add ``calls`` to the session's record and its per-model rows, in one transaction.
+    async def record(self, user_id: uuid.UUID, session_id: str, dataset_id: uuid.UUID | None, calls: Sequence["CallUsage"]) -> bool:
+        """Add ``calls`` to the session's record and its per-model rows, in one transaction; False when it added nothing.
 
         The record is created (``running``) when missing, by the sessions repository's
-        ``session_touch`` statement; its counters move only while it is ``running``.
+        ``session_touch`` statement; its counters and its per-model rows move only while
+        it is ``running``: after ``end()`` nothing moves (False), so the record, the
+        per-model rows and every aggregate keep agreeing (unlike SPEC §8).
         """
         now = self._now()
         user, dataset = str(user_id), str(dataset_id) if dataset_id else None
@@ -227,9 +229,10 @@ class UsageRepository(Repository):
         for call in calls:
             per_model.setdefault((call.model, call.kind), []).append(call)
 
-        def work(db: DB) -> None:
+        def work(db: DB) -> bool:
             db.run("session_touch", session_id=session_id, user_id=user, dataset_id=dataset, now=now)
-            db.run("usage_accumulate", session_id=session_id, user_id=user, **totals)
+            if not db.run("usage_accumulate", session_id=session_id, user_id=user, **totals):
+                return False  # ended: frozen
             for (model, kind), group in per_model.items():
                 sources = {call.source for call in group}
                 priced = [call.cost_usd for call in group if call.cost_usd is not None]
@@ -246,8 +249,9 @@ class UsageRepository(Repository):
                     usage_source=sources.pop() if len(sources) == 1 else "mixed",
                     now=now,
                 )
+            return True
 
-        await self._run(work, write=True)
+        return await self._run(work, write=True)
 
     async def page(
         self, caller: User, *, status: str | None, order_by: str, descending: bool, limit: int, offset: int, cutoff: str

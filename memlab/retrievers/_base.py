@@ -125,7 +125,8 @@ class RetrievalScope:
     ``memory`` is the stack's ``PermanentMemory`` (``await memory.graph(id)``,
     ``await memory.vectors(id)``, ``memory.embedder``); ``llm`` the stack's
     ``LLMClient``; ``history`` the formatted session history a completion
-    prompt should include ("" for none); ``distinct`` ``"data_id"`` asks the
+    prompt should include ("" for none); ``system_prompt`` replaces the
+    instructions of the answer call (None: each retriever's own); ``distinct`` ``"data_id"`` asks the
     retrievers that declare ``distinct_sources`` for one result per source
     document (None: every item on its own rank).
     """
@@ -135,6 +136,7 @@ class RetrievalScope:
     top_k: int
     llm: Any
     history: str = ""
+    system_prompt: str | None = None
     #: the retriever of a search type, for retrievers that delegate (FEELING_LUCKY); None: not available
     retrievers: "Callable[[SearchType], Retriever] | None" = None
     distinct: str | None = None
@@ -333,7 +335,8 @@ async def answer(
 ) -> Completion:
     """One LLM call answering ``query`` from ``items`` (one context line each) and the scope's history.
 
-    The history goes into the system message, the context and question into the
+    The instructions (``scope.system_prompt`` when the caller gave one) and the
+    history go into the system message, the context and question into the
     user message (the offline provider's convention, an ordinary grounded prompt
     for real models). ``lines`` replaces the context lines when the caller
     rendered the context itself (sections, a summary); the completion's context
@@ -342,7 +345,7 @@ async def answer(
     """
     from memlab.llm import context_prompt
 
-    system = instructions + (f"\n\n{scope.history}" if scope.history else "")
+    system = (scope.system_prompt or instructions) + (f"\n\n{scope.history}" if scope.history else "")
     body = list(lines) if lines is not None else context_lines(items)
     messages = context_prompt(query, body, instructions=system)
     result = await scope.llm.complete(messages, response_model=response_model)

@@ -17,8 +17,8 @@ entry; ``helpful`` / ``harmful`` verdicts on existing guidance entries add one t
 their ``helpful_count`` / ``harmful_count`` (other verdicts and unknown ids are ignored).
 
 Serving (:meth:`Guidance.serve`): memlab serves only **usable** entries
-(``harmful_count == 0`` and confidence >= 0.75, SPEC's DIFF table) of the ``qa``
-profile, ranked by :func:`guidance_score`, taken greedily under 400 characters per
+(``harmful_count == 0`` and confidence >= 0.75, SPEC's DIFF table) of one profile
+(``qa`` for answers; ``recall(context_profile=...)`` may render ``agent``), ranked by :func:`guidance_score`, taken greedily under 400 characters per
 section and 1200 in total (an entry that does not fit is skipped, the scan goes
 on), rendered by :func:`render_guidance`, and stamped ``last_served_at`` unless
 ``stamp_served=False``.
@@ -63,8 +63,12 @@ SECTION_PRIORITY: dict[str, dict[str, int]] = {
     "qa": {"rules": 3, "goals": 2, "preferences": 1, "lessons_learned": 1},
     "agent": {"failure_lessons": 3, "tool_rules": 3, "environment_facts": 2, "workflow_state": 2, "success_patterns": 1},
 }
-#: rendered section titles, in the fixed order of the block
-SECTION_TITLES = {"goals": "Goals", "rules": "Rules", "preferences": "Preferences", "lessons_learned": "Lessons learned"}
+#: rendered section titles, in the fixed order of the block (the qa profile's, then the agent profile's)
+SECTION_TITLES = {
+    "goals": "Goals", "rules": "Rules", "preferences": "Preferences", "lessons_learned": "Lessons learned",
+    "failure_lessons": "Failure lessons", "tool_rules": "Tool rules", "environment_facts": "Environment facts",
+    "workflow_state": "Workflow state", "success_patterns": "Success patterns",
+}
 GUIDANCE_HEADER = "## Active session guidance"
 CONFLICT_LINE = "Items are listed oldest to newest within each section. When guidance conflicts, prefer the later item."
 
@@ -238,7 +242,8 @@ def render_guidance(entries: Iterable[SessionContextEntry]) -> str:
     """The prompt block; ``""`` for no entries.
 
     ``## Active session guidance``, the conflict line, then per non-empty section in
-    the order Goals, Rules, Preferences, Lessons learned: a blank line, ``### Title``
+    the order Goals, Rules, Preferences, Lessons learned (an agent-profile block:
+    Failure lessons, Tool rules, Environment facts, Workflow state, Success patterns): a blank line, ``### Title``
     and one ``- [HH:MM:SS] content`` bullet per entry, sorted by ``created_at``.
     """
     by_section: dict[str, list[SessionContextEntry]] = {}
@@ -277,14 +282,15 @@ class Guidance:
         *,
         stamp_served: bool = True,
         entries: Iterable[SessionContextEntry] | None = None,
+        profile: str = "qa",
     ) -> ServedGuidance:
-        """Select and render the session's guidance for ``query``; stamps ``last_served_at`` (now) on what it serves.
+        """Select and render the session's ``profile`` guidance for ``query``; stamps ``last_served_at`` (now) on what it serves.
 
         ``entries``: the session's guidance entries, when the caller holds current ones (None: :meth:`load` them).
         """
         if entries is None:
             entries = await self.load(user_id, session_id)
-        chosen = select_guidance(entries, query)
+        chosen = select_guidance(entries, query, profile=profile)
         if not chosen:
             return ServedGuidance()
         if stamp_served:

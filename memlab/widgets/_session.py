@@ -309,12 +309,11 @@ class SessionExplorer(Explorer):
 
 
 def _cost(usage: "SessionUsage") -> str:
-    unpriced = usage.unpriced_tokens_in + usage.unpriced_tokens_out
-    cost = f"${usage.cost_usd:.6f}"
-    if unpriced and not usage.cost_usd:
+    if usage.cost_usd is None:
         return f"unpriced ({usage.unpriced_tokens_in} in / {usage.unpriced_tokens_out} out tokens)"
-    if unpriced:
-        return f"{cost} + {unpriced} unpriced tokens"
+    cost = f"${usage.cost_usd:.6f}"
+    if usage.partially_priced:
+        return f"{cost} + {usage.unpriced_tokens_in + usage.unpriced_tokens_out} unpriced tokens"
     return cost
 
 

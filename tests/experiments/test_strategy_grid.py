@@ -95,6 +95,8 @@ async def test_the_stack_cache_mode_gets_the_objects_too():
         ({"session_retriever": [FirstTokens(), FirstTokens()]}, r"two values are labelled FirstTokens\(keep=3\)"),
         ({"session_retriever": [FirstTokens()], "session.retriever": ["keyword", "bm25"]}, r"both decide session.retriever"),
         ({"cache": [MemoryCache()], "ttl": [SlidingTTL(5)]}, r"ttl object beside it is ambiguous"),
+        ({"cache": [MemoryCache()], "ttl.seconds": [5, 10]}, r"'cache' \(objects\) and 'ttl.seconds' both decide ttl"),
+        ({"cache": [MemoryCache()], "ttl": [{"policy": "fixed"}, {"policy": "sliding"}]}, r"both decide ttl"),
         ({"cache": [MemoryCache(), {"backend": "sqlite"}]}, r"mixes strategy objects and cache section values"),
     ],
 )
