@@ -73,13 +73,13 @@ class Datasets:
         """Create the user's dataset ``name`` (or return the existing one)."""
         name = check_name("dataset name", name)
         owner = await self._users.resolve(user)
-        return await self._store.create_dataset(owner.id, name)
+        return await self._store.datasets.create(owner.id, name)
 
     async def get(self, name: str, user: Any = None) -> Dataset | None:
         """The user's own dataset ``name``, or None."""
         check_text("dataset name", name)
         owner = await self._users.resolve(user)
-        return await self._store.get_dataset(owner.id, name)
+        return await self._store.datasets.get(owner.id, name)
 
     async def list(self, user: Any = None, permission: str = "read") -> builtins.list[Dataset]:
         """Every dataset the user may ``permission`` (own first, then granted, oldest first)."""
@@ -87,10 +87,10 @@ class Datasets:
         acting = await self._users.resolve(user)
         found: dict[uuid.UUID, Dataset] = {}
         for principal in self._principals(acting):
-            for dataset in await self._store.datasets_of_owner(principal):
+            for dataset in await self._store.datasets.of_owner(principal):
                 found.setdefault(dataset.id, dataset)
         for principal in self._principals(acting):
-            for dataset in await self._store.datasets_granted(principal, permission):
+            for dataset in await self._store.datasets.granted(principal, permission):
                 found.setdefault(dataset.id, dataset)
         return list(found.values())
 
@@ -102,7 +102,7 @@ class Datasets:
         if target.owner_id != granter.id:
             raise PermissionDeniedError(f"user {granter.id} does not own dataset {target.id} and cannot grant on it")
         grantee = await self._users.resolve(user)
-        await self._store.grant(target.id, grantee.id, permission)
+        await self._store.datasets.grant(target.id, grantee.id, permission)
 
     async def can(self, user: Any, dataset: Any, permission: str) -> bool:
         """Whether ``user`` may ``permission`` the dataset (False for an unknown dataset)."""
@@ -133,7 +133,7 @@ class Datasets:
     async def list_data(self, dataset: Any, user: Any = None) -> builtins.list[DataRecord]:
         """The documents of a dataset the user may read, oldest first."""
         target = await self.resolve(dataset, user, "read")
-        return await self._store.list_data(target.id)
+        return await self._store.data.of_dataset(target.id)
 
     async def delete_data(self, dataset: Any, data_id: Any, user: Any = None, *, dry_run: bool = False) -> ForgetResult:
         """Remove one document, the graph elements only it supported and the cached turns that used them (as ``forget(data_id=...)``).
@@ -161,19 +161,19 @@ class Datasets:
     async def _find(self, dataset: Any, acting: User) -> Dataset:
         dataset_id = _dataset_uuid(dataset)
         if dataset_id is not None:
-            found = await self._store.get_dataset_by_id(dataset_id)
+            found = await self._store.datasets.by_id(dataset_id)
             if found is None:
                 raise ValidationError(f"dataset {dataset_id} does not exist")
             return found
         if not dataset.strip():
             raise ValidationError(f"dataset name must be a non-blank string, got {dataset!r}")
-        found = await self._store.get_dataset(acting.id, dataset.strip())
+        found = await self._store.datasets.get(acting.id, dataset.strip())
         if found is None:
             raise ValidationError(f"user {acting.id} has no dataset named {dataset!r}")
         return found
 
     async def _allowed(self, acting: User, target: Dataset, permission: str) -> bool:
         for principal in self._principals(acting):
-            if target.owner_id == principal or permission in await self._store.permissions(target.id, principal):
+            if target.owner_id == principal or permission in await self._store.datasets.permissions(target.id, principal):
                 return True
         return False

@@ -161,10 +161,10 @@ class SessionCleaner:
         if self.cache is None or (not event.whole_dataset and not event.node_ids and not event.edge_ids):
             return CleanupReceipt()
         try:
-            candidates = await self.records.sessions_of_dataset(
+            candidates = await self.records.sessions.of_dataset(
                 event.dataset_id, f"{self.default_session_id}_{event.dataset_id}", include_unattributed=not event.whole_dataset
             )
-            readers = await self.records.sessions_reading(event.dataset_id)
+            readers = await self.records.sessions.reading(event.dataset_id)
         except Exception as exc:  # best effort by contract: the delete itself has completed
             logger.warning("session cleanup after deleting from dataset %s could not list sessions: %s", event.dataset_id, _error(exc))
             return CleanupReceipt(failures=[CleanupFailure(operation="list_sessions", error=_error(exc))])
@@ -181,7 +181,7 @@ class SessionCleaner:
         if self.cache is None:
             return CleanupReceipt()
         try:
-            records = await self.records.sessions_of_user(user_id)
+            records = await self.records.sessions.of_user(user_id)
         except Exception as exc:
             logger.warning("session cleanup of user %s could not list sessions: %s", user_id, _error(exc))
             return CleanupReceipt(failures=[CleanupFailure(user_id=str(user_id), operation="list_sessions", error=_error(exc))])

@@ -148,7 +148,7 @@ class MemoryStack:
             default_session_id=config.session.default_session_id,
             lifecycle=self.lifecycle,
             clock=self.clock,
-            activity=self._relational.touch_session,
+            activity=self._relational.sessions.touch,
             retriever=session_retriever if session_retriever is not None else build_session_retriever(config, self.embedder),
         )
         self.users = Users(self._relational)
@@ -189,7 +189,7 @@ class MemoryStack:
             self.session_manager,
             self.lifecycle,
             distiller=self._distilling.distill,
-            ender=self._relational.end_session,
+            ender=self._relational.sessions.end,
         )
         self._remembering = RememberFlows(
             users=self.users,

@@ -119,7 +119,7 @@ class UsageRecorder:
         except ValueError:
             return "off"
         try:
-            return "recorded" if await self.store.record_usage(user, session_id, dataset_id, calls) else "post_end"
+            return "recorded" if await self.store.usage.record(user, session_id, dataset_id, calls) else "post_end"
         except Exception as exc:  # usage must never fail the answer it describes
             self.failures += 1
             logger.warning("usage of session %r could not be recorded (%d failure(s) so far): %s: %s", session_id, self.failures, type(exc).__name__, exc)
@@ -184,7 +184,7 @@ class UsageAPI:
         _whole("limit", limit, 1, MAX_LIMIT)
         _whole("offset", offset, 0, MAX_OFFSET)
         caller = await self._users.resolve(user)
-        items, total = await self._store.usage_page(
+        items, total = await self._store.usage.page(
             caller, status=status, order_by=order_by, descending=descending, limit=limit, offset=offset, cutoff=self._cutoff()
         )
         return SessionPage(items=items, total=total, has_more=offset + len(items) < total, limit=limit, offset=offset)
@@ -197,17 +197,17 @@ class UsageAPI:
         """
         check_id("session_id", session_id)
         caller = await self._users.resolve(user)
-        return await self._store.usage_of(caller, session_id, self._cutoff())
+        return await self._store.usage.get(caller, session_id, self._cutoff())
 
     async def models(self, session: SessionUsage) -> list[ModelUsage]:
         """The per-model usage of a session this API returned (its ``session_id`` and ``user_id``)."""
-        return await self._store.usage_models(session.session_id, session.user_id)
+        return await self._store.usage.models(session.session_id, session.user_id)
 
     async def stats(self, range: str = "30d", user: Any = None) -> UsageStats:
         """Totals over the visible sessions active in ``range`` (``24h`` | ``7d`` | ``30d`` | ``all``)."""
         since = self._since(range)
         caller = await self._users.resolve(user)
-        row = await self._store.usage_stats(caller, since, self._cutoff())
+        row = await self._store.usage.stats(caller, since, self._cutoff())
         sessions, tokens_in, tokens_out, cost, unpriced_in, unpriced_out, embedding, embedding_cost, errors, *by_status = row
         return UsageStats(
             range=range,
@@ -227,7 +227,7 @@ class UsageAPI:
         """One row per (model, kind) over the visible sessions active in ``range``; an unpriced model has ``cost_usd`` None."""
         since = self._since(range)
         caller = await self._users.resolve(user)
-        rows = await self._store.usage_cost_by_model(caller, since, self._cutoff())
+        rows = await self._store.usage.cost_by_model(caller, since, self._cutoff())
         return [
             ModelCost(
                 model=model,

@@ -50,17 +50,17 @@ class Users:
         name = check_name("user name", name)
         if parent_user_id is not None and not isinstance(parent_user_id, uuid.UUID):
             raise ValidationError(f"parent_user_id must be a uuid.UUID, got {parent_user_id!r}")
-        return await self._store.create_user(name, parent_user_id)
+        return await self._store.users.create(name, parent_user_id)
 
     async def default(self) -> User:
         """The stack's default user, created on first use."""
         self._store.require_open()
         if self._default is None:
-            self._default = await self._store.default_user()
+            self._default = await self._store.users.default()
         return self._default
 
     async def get(self, user_id: uuid.UUID) -> User | None:
-        return await self._store.get_user(user_id)
+        return await self._store.users.get(user_id)
 
     async def resolve(self, user: Any = None) -> User:
         """The stored user that ``user`` (a User, or anything with an ``.id``) names, or the default user.
@@ -80,14 +80,14 @@ class Users:
             user_uuid = user_id if isinstance(user_id, uuid.UUID) else uuid.UUID(str(user_id))
         except ValueError:
             raise SessionPreconditionError(f"user id {user_id!r} is not a UUID") from None
-        found = await self._store.get_user(user_uuid)
+        found = await self._store.users.get(user_uuid)
         if found is None:
             raise SessionPreconditionError(f"user {user_uuid} does not exist")
         return found
 
     async def by_name(self, name: str) -> list[User]:
         """Every user called ``name``, oldest first (names are not unique)."""
-        return await self._store.users_by_name(check_name("user name", name))
+        return await self._store.users.by_name(check_name("user name", name))
 
     # API keys
     async def create_api_key(self, user: Any = None) -> str:
@@ -97,7 +97,7 @@ class Users:
         """
         owner = await self.resolve(user)
         key = API_KEY_PREFIX + secrets.token_urlsafe(32)
-        await self._store.insert_api_key(owner.id, _key_hash(key), key[:_SHOWN_CHARS])
+        await self._store.users.add_api_key(owner.id, _key_hash(key), key[:_SHOWN_CHARS])
         return key
 
     async def revoke_api_key(self, key: str) -> bool:
@@ -105,11 +105,11 @@ class Users:
 
         ``ValidationError`` when ``key`` is not a string of printable ASCII (1-256 characters).
         """
-        return await self._store.revoke_api_key_hash(_key_hash(key))
+        return await self._store.users.revoke_api_key_hash(_key_hash(key))
 
     async def user_for_api_key(self, key: str) -> User | None:
         """The user a live ``key`` belongs to (read from the store), or None for an unknown or revoked key.
 
         ``ValidationError`` when ``key`` is not a string of printable ASCII (1-256 characters).
         """
-        return await self._store.user_for_api_key_hash(_key_hash(key))
+        return await self._store.users.by_api_key_hash(_key_hash(key))

@@ -313,7 +313,7 @@ async def test_an_unversioned_memlab_db_of_the_previous_release_is_adopted_and_u
         assert "adopted an unversioned memlab metadata schema" in caplog.text
         assert (await _sql(url, f"SELECT version_num FROM {METADATA.version_table}"))[0][0] == METADATA.head
         assert await _sql(url, "SELECT name FROM users") == [("ada",)]
-        await store.touch_session(uuid.uuid4(), "s1", None)  # the new tables work
+        await store.sessions.touch(uuid.uuid4(), "s1", None)  # the new tables work
         assert await _sql(url, "SELECT session_id, status FROM session_records") == [("s1", "running")]
     finally:
         await store.close()

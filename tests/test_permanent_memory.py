@@ -180,7 +180,7 @@ async def test_failed_cognify_keeps_previous_graph_and_records_the_error(tmp_pat
         assert "sk-secretsecretsecret123" not in str(failure.value)
         assert (await stack.memory.graph(first.dataset_id)).to_dict() == before
         assert [str(r.id) for r in await stack.datasets.list_data("main_dataset")] == first.data_ids
-        runs = await stack._relational.runs(first.dataset_id)
+        runs = await stack._relational.runs.of_dataset(first.dataset_id)
         last = runs[-1]
         assert (last.pipeline_name, last.status, last.error_class) == ("cognify_pipeline", "errored", "LLMError")
         assert last.error_message and "sk-secretsecretsecret123" not in last.error_message
@@ -220,40 +220,40 @@ async def test_background_improvement_of_known_turns_writes_no_runs(tmp_path):
         await stack.remember("Ada Lovelace wrote the first program.", session_id="chat")
         assert await stack.wait_for_background() == 0
         dataset = await stack.datasets.get("main_dataset")
-        runs = await stack._relational.runs(dataset.id)
+        runs = await stack._relational.runs.of_dataset(dataset.id)
         await stack.remember("Ada Lovelace wrote the first program.", session_id="chat")
         assert await stack.wait_for_background() == 0
-        assert await stack._relational.runs(dataset.id) == runs
+        assert await stack._relational.runs.of_dataset(dataset.id) == runs
         assert (await stack.improve(session_ids=["chat"])).new_data_ids == []
-        assert len(await stack._relational.runs(dataset.id)) == len(runs) + 2
+        assert len(await stack._relational.runs.of_dataset(dataset.id)) == len(runs) + 2
 
 
 async def test_run_records_and_build_state_match_the_stored_runs(stack):
     store, dataset = stack._relational, await stack.datasets.create("runs")
-    assert await store.build_state(dataset.id, "add_pipeline") == (0, False, False, None)
-    staged = await store.start_run(dataset.id, "add_pipeline", 1)
-    await store.finish_run(staged.id, "completed")
-    assert await store.build_state(dataset.id, "add_pipeline") == (0, True, False, None)
+    assert await store.runs.build_state(dataset.id, "add_pipeline") == (0, False, False, None)
+    staged = await store.runs.start(dataset.id, "add_pipeline", 1)
+    await store.runs.finish(staged.id, "completed")
+    assert await store.runs.build_state(dataset.id, "add_pipeline") == (0, True, False, None)
     for status in ("completed", "errored", "started"):
         stack.clock.advance(1)
-        run = await store.start_run(dataset.id, "cognify_pipeline", 1)
-        assert run == (await store.runs(dataset.id))[-1]
+        run = await store.runs.start(dataset.id, "cognify_pipeline", 1)
+        assert run == (await store.runs.of_dataset(dataset.id))[-1]
         if status != "started":
-            await store.finish_run(run.id, status, error_class="LLMError" if status == "errored" else None)
+            await store.runs.finish(run.id, status, error_class="LLMError" if status == "errored" else None)
         stack.clock.advance(1)
-        staged = await store.start_run(dataset.id, "add_pipeline", 1)
-        building = [item for item in await store.runs(dataset.id) if item.pipeline_name != "add_pipeline"]
-        assert await store.build_state(dataset.id, "add_pipeline") == (0, True, True, building[-1])
+        staged = await store.runs.start(dataset.id, "add_pipeline", 1)
+        building = [item for item in await store.runs.of_dataset(dataset.id) if item.pipeline_name != "add_pipeline"]
+        assert await store.runs.build_state(dataset.id, "add_pipeline") == (0, True, True, building[-1])
 
 
 async def test_known_hashes_reads_long_lists(stack):
     dataset = await stack.datasets.create("many")
     rows = [(uuid.uuid4(), f"n{i}", None, "txt", f"hash-{i}", 1, f"text {i}") for i in range(250)]
-    await stack._relational.add_data(dataset.id, rows)
-    await stack._relational.add_data(dataset.id, rows[:3])
-    assert await stack._relational.count_data(dataset.id) == 250
+    await stack._relational.data.add(dataset.id, rows)
+    await stack._relational.data.add(dataset.id, rows[:3])
+    assert await stack._relational.data.count(dataset.id) == 250
     wanted = [f"hash-{i}" for i in range(0, 300, 2)]
-    assert await stack._relational.known_hashes(dataset.id, wanted) == {row[4]: str(row[0]) for row in rows if row[4] in wanted}
+    assert await stack._relational.data.known_hashes(dataset.id, wanted) == {row[4]: str(row[0]) for row in rows if row[4] in wanted}
 
 
 async def test_unknown_dataset_id_is_a_validation_error(stack):

@@ -69,7 +69,7 @@ async def _session(cache, records, user: str, spec: CleanupBenchSpec) -> tuple[s
         if i in hits:
             bad.append(entry.qa_id)
     await cache.create_session_context_entry(user, session, {"id": f"{PERSIST_WATERMARK_KIND}:{DATASET}", "kind": PERSIST_WATERMARK_KIND, "count": spec.turns})
-    await records.touch_session(user, session, DATASET)
+    await records.sessions.touch(user, session, DATASET)
     return session, bad
 
 
@@ -112,7 +112,7 @@ async def _bench_backend(name: str, spec: CleanupBenchSpec, root: Path, progress
             if progress:
                 progress(f"{name}: repeat {repeat + 1}/{spec.repeats}")
     finally:
-        for record in await records.sessions_of_user(uuid.UUID(user)):
+        for record in await records.sessions.of_user(uuid.UUID(user)):
             await cache.delete_session(user, record.session_id)
         await records.close()
         await cache.close()

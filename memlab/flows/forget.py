@@ -97,7 +97,7 @@ class ForgetFlow:
         """Every dataset the user owns (and the sessions attributed to them), then every session of the user."""
         resolved = await self.users.resolve(user)
         total = ForgetResult(dry_run=dry_run)
-        for owned in await self.store.datasets_of_owner(resolved.id):
+        for owned in await self.store.datasets.of_owner(resolved.id):
             total = total.merged(await self.delete(owned, keep_dataset=False, keep_data=False, dry_run=dry_run))
         rest = await self.cleaner.forget_user(resolved.id, dry_run=dry_run)
         if dry_run:  # nothing was deleted above, so the user's sessions listed there are listed again here

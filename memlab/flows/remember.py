@@ -179,7 +179,7 @@ class RememberFlows:
         texts = [_turn_text(entry.question, entry.answer) for entry in entries[done:] if entry.answer.strip()]
         documents = await asyncio.to_thread(load_documents, texts) if texts else []
         hashes = {document.content_hash for document in documents}
-        new = len(hashes) - len(await self.store.known_hashes(target.id, hashes))
+        new = len(hashes) - len(await self.store.data.known_hashes(target.id, hashes))
         if new:
             await self.memory().remember(target, documents, tags=_session_tags([session]))
         if len(entries) > done:

@@ -64,7 +64,7 @@ class WarmupProbe:
         failed = None
         count = 0
         for dataset_id in dataset_ids:
-            state = await self._store.build_state(dataset_id, ADD_PIPELINE)
+            state = await self._store.runs.build_state(dataset_id, ADD_PIPELINE)
             count += state.documents
             if state.built and state.documents >= self.threshold:
                 self._warm(dataset_id, now)

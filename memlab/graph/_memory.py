@@ -152,7 +152,7 @@ class PermanentMemory:
     # -- writing ---------------------------------------------------------------------
     async def remember(self, dataset: Dataset, documents: Sequence[Document], *, tags: Sequence[str] = (), progress: bool | None = None) -> RememberResult:
         """Add the documents new to ``dataset`` and cognify them; known content is not redone."""
-        known = await self._store.known_hashes(dataset.id, [document.content_hash for document in documents])
+        known = await self._store.data.known_hashes(dataset.id, [document.content_hash for document in documents])
         data_ids: list[str] = []
         new_docs: dict[str, Document] = {}
         for document in documents:
@@ -160,16 +160,16 @@ class PermanentMemory:
             data_ids.append(data_id)
             if document.content_hash not in known:
                 new_docs.setdefault(data_id, document)
-        add_run = await self._store.start_run(dataset.id, ADD_PIPELINE, len(documents))
-        await self._store.finish_run(add_run.id, "completed")
-        run = await self._store.start_run(dataset.id, COGNIFY_PIPELINE, len(new_docs))
+        add_run = await self._store.runs.start(dataset.id, ADD_PIPELINE, len(documents))
+        await self._store.runs.finish(add_run.id, "completed")
+        run = await self._store.runs.start(dataset.id, COGNIFY_PIPELINE, len(new_docs))
         stats: dict[str, Any] = {"usage": {"llm_calls": 0, "tokens_in": 0, "tokens_out": 0}, "timings_s": {}}
         try:
             chunks, node_ids, edge_ids = await self._cognify(dataset, list(new_docs.items()), tags, progress, stats)
         except BaseException as exc:
-            await self._store.finish_run(run.id, "errored", error_class=type(exc).__name__, error_message=scrub_error_message(str(exc)))
+            await self._store.runs.finish(run.id, "errored", error_class=type(exc).__name__, error_message=scrub_error_message(str(exc)))
             raise
-        await self._store.finish_run(run.id, "completed")
+        await self._store.runs.finish(run.id, "completed")
         return RememberResult(
             status="completed",
             dataset_id=dataset.id,
@@ -215,7 +215,7 @@ class PermanentMemory:
 
         node_ids, edge_ids = await self._write(dataset.id, change)
         try:
-            await self._store.add_data(dataset.id, rows, tags)
+            await self._store.data.add(dataset.id, rows, tags)
         except BaseException:  # the graph names documents that were not recorded: take them out again
             await self._write(dataset.id, lambda loaded: [_drop_document(loaded, data_id) for data_id, _ in docs])
             raise
@@ -235,7 +235,7 @@ class PermanentMemory:
             from memlab.exceptions import ValidationError
 
             raise ValidationError(f"data_id must be a UUID, got {data_id!r}") from None
-        if await self._store.get_data(dataset.id, key) is None:
+        if await self._store.data.get(dataset.id, key) is None:
             from memlab.exceptions import ValidationError
 
             raise ValidationError(f"dataset {dataset.id} has no document {key}")
@@ -243,7 +243,7 @@ class PermanentMemory:
             removal = (await self._current(dataset.id)).graph.removal_of(str(key))
         else:
             removal = await self._write(dataset.id, lambda loaded: _drop_document(loaded, str(key)))
-            await self._store.delete_data(dataset.id, [key])
+            await self._store.data.delete(dataset.id, [key])
         return _removed(dataset.id, {str(key)}, removal, whole=False, dry_run=dry_run)
 
     async def forget_dataset(self, dataset: Dataset, *, keep_dataset: bool, keep_data: bool, dry_run: bool = False) -> ForgetEvent:
@@ -253,7 +253,7 @@ class PermanentMemory:
         (:class:`~memlab.flows.forget.ForgetFlow`). ``dry_run``: change nothing; the
         event says what would go.
         """
-        records = await self._store.list_data(dataset.id)
+        records = await self._store.data.of_dataset(dataset.id)
         if dry_run:
             view = (await self._current(dataset.id)).graph.nx
             removal = GraphRemoval(node_ids=frozenset(view.nodes), edge_ids=frozenset(key for _, _, key in view.edges(keys=True)))
@@ -266,9 +266,9 @@ class PermanentMemory:
                 await self.snapshots.delete(dataset.id)
         data_ids = set() if keep_data else {str(record.id) for record in records}
         if not dry_run and not keep_dataset:
-            await self._store.delete_dataset(dataset.id)
+            await self._store.datasets.delete(dataset.id)
         elif not dry_run and data_ids:
-            await self._store.delete_data(dataset.id, [record.id for record in records])
+            await self._store.data.delete(dataset.id, [record.id for record in records])
         return _removed(dataset.id, data_ids, removal, whole=True, dry_run=dry_run)
 
     # -- state -----------------------------------------------------------------------

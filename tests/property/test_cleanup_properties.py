@@ -156,7 +156,7 @@ async def _example(cache, records, cleaner, steps, removed_nodes, removed_edges,
     mark = {"id": f"{PERSIST_WATERMARK_KIND}:{DATASET}", "kind": PERSIST_WATERMARK_KIND, "count": count}
     await cache.create_session_context_entry(USER, session_id, mark)
     # a session recorded for the dataset, or recorded without one: both are candidates of a one-document delete
-    await records.touch_session(USER, session_id, DATASET if attributed else None)
+    await records.sessions.touch(USER, session_id, DATASET if attributed else None)
     turns = await cache.get_all_qa_entries(USER, session_id)
     rows = await cache.get_session_context_entries(USER, session_id)
     expected = _reachable(turns, rows, removed_nodes, removed_edges)
