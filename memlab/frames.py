@@ -138,28 +138,33 @@ PHASE_TYPES = {"qa_id": "string", "turn": "Int64", "mode": "string", "phase": "s
 SESSION_COLUMNS = (
     "session_id", "user_id", "dataset_id", "status", "effective_status", "started_at", "last_activity_at", "ended_at",
     "tokens_in", "tokens_out", "cost_usd", "partially_priced", "unpriced_tokens_in", "unpriced_tokens_out", "embedding_tokens",
-    "embedding_cost_usd", "error_count", "last_model",
+    "embedding_cost_usd", "embedding_partially_priced", "unpriced_embedding_tokens", "error_count", "last_model",
 )
 SESSION_TYPES = {
     "session_id": "string", "user_id": "string", "dataset_id": "string", "status": "category", "effective_status": "category",
     "started_at": UTC_DATETIME, "last_activity_at": UTC_DATETIME, "ended_at": UTC_DATETIME, "tokens_in": "Int64",
     "tokens_out": "Int64", "cost_usd": "Float64", "partially_priced": "boolean", "unpriced_tokens_in": "Int64",
-    "unpriced_tokens_out": "Int64", "embedding_tokens": "Int64", "embedding_cost_usd": "float64", "error_count": "Int64",
-    "last_model": "string",
+    "unpriced_tokens_out": "Int64", "embedding_tokens": "Int64", "embedding_cost_usd": "Float64",
+    "embedding_partially_priced": "boolean", "unpriced_embedding_tokens": "Int64", "error_count": "Int64", "last_model": "string",
 }
 #: the columns of :meth:`Frames.usage`
 USAGE_COLUMNS = (
-    "session_id", "user_id", "model", "kind", "calls", "tokens_in", "tokens_out", "cost_usd", "priced", "usage_source", "updated_at",
+    "session_id", "user_id", "model", "kind", "calls", "tokens_in", "tokens_out", "cost_usd", "priced", "partially_priced",
+    "unpriced_tokens_in", "unpriced_tokens_out", "usage_source", "updated_at",
 )
 USAGE_TYPES = {
     "session_id": "string", "user_id": "string", "model": "string", "kind": "category", "calls": "Int64", "tokens_in": "Int64",
-    "tokens_out": "Int64", "cost_usd": "Float64", "priced": "bool", "usage_source": "category", "updated_at": UTC_DATETIME,
+    "tokens_out": "Int64", "cost_usd": "Float64", "priced": "bool", "partially_priced": "bool", "unpriced_tokens_in": "Int64",
+    "unpriced_tokens_out": "Int64", "usage_source": "category", "updated_at": UTC_DATETIME,
 }
 #: the columns of :meth:`Frames.cost_by_model`
-COST_COLUMNS = ("model", "kind", "sessions", "calls", "tokens_in", "tokens_out", "cost_usd", "priced")
+COST_COLUMNS = (
+    "model", "kind", "sessions", "calls", "tokens_in", "tokens_out", "cost_usd", "priced", "partially_priced", "unpriced_tokens_in",
+    "unpriced_tokens_out",
+)
 COST_TYPES = {
     "model": "string", "kind": "category", "sessions": "Int64", "calls": "Int64", "tokens_in": "Int64", "tokens_out": "Int64",
-    "cost_usd": "Float64", "priced": "bool",
+    "cost_usd": "Float64", "priced": "bool", "partially_priced": "bool", "unpriced_tokens_in": "Int64", "unpriced_tokens_out": "Int64",
 }
 #: the columns of :meth:`Frames.nearest`
 NEAREST_TYPES = {"collection": "string", "rank": "Int64", "id": "string", "distance": "Float64", "text": "string", "data_ids": LIST}
@@ -411,7 +416,8 @@ class Frames:
         """One row per session the caller may see (``stack.usage.list_sessions``), columns :data:`SESSION_COLUMNS`.
 
         Datetimes are UTC (``ended_at`` NaT while running), counts ``Int64``, ``cost_usd`` ``Float64``
-        (NA when nothing was priced; ``partially_priced`` when some was not), ``embedding_cost_usd`` ``float64``.
+        and ``embedding_cost_usd`` ``Float64`` (NA when nothing was priced; ``partially_priced`` /
+        ``embedding_partially_priced`` when some was not).
         """
         page = await self._usage_api().list_sessions(user, status=status, order_by=order_by, descending=descending, limit=limit, offset=offset)
         return _build([item.model_dump(exclude={"models"}) for item in page.items], SESSION_TYPES)

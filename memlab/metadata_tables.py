@@ -112,6 +112,7 @@ session_records = Table(
     Column("last_model", Text, nullable=True),
     Column("unpriced_tokens_in", Integer, nullable=False, default=0),
     Column("unpriced_tokens_out", Integer, nullable=False, default=0),
+    Column("unpriced_embedding_tokens", Integer, nullable=False, default=0, server_default="0"),
     Index("ix_session_records_dataset", "dataset_id"),
     Index("ix_session_records_user_activity", "user_id", "last_activity_at"),
 )
@@ -137,9 +138,11 @@ session_model_usage = Table(
     Column("calls", Integer, nullable=False, default=0),
     Column("tokens_in", Integer, nullable=False, default=0),
     Column("tokens_out", Integer, nullable=False, default=0),
-    Column("cost_usd", Float, nullable=True),
+    Column("cost_usd", Float, nullable=True),  # the priced calls' cost (NULL only on rows older than m0005 that were unpriced)
     Column("usage_source", String(16), nullable=False),
     Column("updated_at", String(40), nullable=False),
+    Column("unpriced_tokens_in", Integer, nullable=False, default=0, server_default="0"),
+    Column("unpriced_tokens_out", Integer, nullable=False, default=0, server_default="0"),
 )
 
 api_keys = Table(

@@ -11,7 +11,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from memlab._html import field_table, model_table, row_table
 
@@ -284,32 +284,21 @@ class SessionRecord(BaseModel):
         return model_table(self)
 
 
-class ModelUsage(BaseModel):
-    """One model's usage in one session: calls, tokens, cost (None: unpriced, the model is not in litellm's cost map).
-
-    ``usage_source`` says where the token figures came from: ``provider`` (reported by
-    the provider), ``tokenizer`` (litellm's ``token_counter``), ``estimate``
-    (``max(1, len // 4)``), or ``mixed`` when calls differed.
-    """
-
-    model: str
-    kind: Literal["llm", "embedding"]
-    calls: int
-    tokens_in: int
-    tokens_out: int
-    cost_usd: Optional[float] = None
-    priced: bool
-    usage_source: Literal["provider", "tokenizer", "estimate", "mixed"]
-    updated_at: datetime
+def _priced_total(cost: Optional[float], tokens: int, unpriced: int) -> tuple[Optional[float], bool]:
+    """``(cost, partially_priced)`` of a total: None when every token counted is unpriced, else the priced cost."""
+    if unpriced and unpriced >= tokens:
+        return None, False
+    return cost, bool(unpriced)
 
 
 class _PricedTotals(BaseModel):
-    """LLM totals that never show a silent $0: the rule every usage total follows.
+    """Totals that never show a silent $0: the rule every usage total follows (sessions, models, stats).
 
-    ``cost_usd`` is the priced calls' cost. When every LLM token counted is unpriced
-    (``unpriced_tokens_in + unpriced_tokens_out`` equal to ``tokens_in + tokens_out``,
-    and not zero) it is None: there is no cost to state. When only some are,
-    ``partially_priced`` is True and the unpriced tokens stand beside the cost.
+    ``cost_usd`` is the priced calls' cost. When every token counted is unpriced
+    (``unpriced_tokens_in + unpriced_tokens_out`` equal to ``tokens_in + tokens_out``, not
+    zero) it is None: there is no cost to state; when only some are, ``partially_priced``
+    is True and the unpriced tokens stand beside the cost. ``priced`` is True when no
+    token was unpriced.
     """
 
     tokens_in: int = 0
@@ -319,18 +308,55 @@ class _PricedTotals(BaseModel):
     unpriced_tokens_out: int = 0
     partially_priced: bool = False
 
+    @property
+    def priced(self) -> bool:
+        return not (self.unpriced_tokens_in or self.unpriced_tokens_out)
+
     @model_validator(mode="after")
     def _priced(self) -> "_PricedTotals":
-        unpriced = self.unpriced_tokens_in + self.unpriced_tokens_out
-        if unpriced:
-            if unpriced >= self.tokens_in + self.tokens_out:
-                self.cost_usd, self.partially_priced = None, False
-            else:
-                self.partially_priced = True
+        self.cost_usd, self.partially_priced = _priced_total(
+            self.cost_usd, self.tokens_in + self.tokens_out, self.unpriced_tokens_in + self.unpriced_tokens_out
+        )
         return self
 
 
-class SessionUsage(_PricedTotals):
+class _PricedEmbedding(BaseModel):
+    """The same rule for a record's embedding columns: ``embedding_cost_usd`` None when no embedding token was priced."""
+
+    embedding_tokens: int = 0
+    embedding_cost_usd: Optional[float] = 0.0
+    unpriced_embedding_tokens: int = 0
+    embedding_partially_priced: bool = False
+
+    @model_validator(mode="after")
+    def _embedding_priced(self) -> "_PricedEmbedding":
+        self.embedding_cost_usd, self.embedding_partially_priced = _priced_total(
+            self.embedding_cost_usd, self.embedding_tokens, self.unpriced_embedding_tokens
+        )
+        return self
+
+
+class ModelUsage(_PricedTotals):
+    """One model's usage in one session: calls, tokens, cost (the rule of every usage total: None when none of its
+    calls was priced, e.g. a model not in litellm's cost map; ``partially_priced`` when some were not).
+
+    ``usage_source`` says where the token figures came from: ``provider`` (reported by
+    the provider), ``tokenizer`` (litellm's ``token_counter``), ``estimate``
+    (``max(1, len // 4)``), or ``mixed`` when calls differed.
+    """
+
+    model: str
+    kind: Literal["llm", "embedding"]
+    calls: int
+    usage_source: Literal["provider", "tokenizer", "estimate", "mixed"]
+    updated_at: datetime
+
+    @model_serializer(mode="wrap")
+    def _with_priced(self, handler: Any) -> dict[str, Any]:
+        return {**handler(self), "priced": self.priced}
+
+
+class SessionUsage(_PricedTotals, _PricedEmbedding):
     """A session's lifecycle and usage (``session_records``), as read: ``effective_status`` is ``abandoned``
     for a ``running`` session idle longer than the smaller of ``SESSION_ABANDON_AFTER_SECONDS`` and the
     cache's TTL (computed, never stored).
@@ -349,8 +375,6 @@ class SessionUsage(_PricedTotals):
     started_at: datetime
     last_activity_at: datetime
     ended_at: Optional[datetime] = None
-    embedding_tokens: int = 0
-    embedding_cost_usd: float = 0.0
     error_count: int = 0
     last_model: Optional[str] = None
     models: list[ModelUsage] = Field(default_factory=list)
@@ -372,29 +396,27 @@ class SessionPage(BaseModel):
     offset: int
 
 
-class UsageStats(_PricedTotals):
-    """Totals over the visible sessions active in ``range`` (``24h`` | ``7d`` | ``30d`` | ``all``); ``cost_usd`` and
-    ``partially_priced`` follow the rule of every usage total (None when nothing was priced)."""
+class UsageStats(_PricedTotals, _PricedEmbedding):
+    """Totals over the visible sessions active in ``range`` (``24h`` | ``7d`` | ``30d`` | ``all``); costs follow the
+    rule of every usage total (None when nothing was priced; ``partially_priced`` when some was not)."""
 
     range: str
     sessions: int
     by_status: dict[str, int]
-    embedding_tokens: int
-    embedding_cost_usd: float
     error_count: int
 
 
-class ModelCost(BaseModel):
-    """One model's totals over the visible sessions active in a range; ``cost_usd`` None for an unpriced model."""
+class ModelCost(_PricedTotals):
+    """One model's totals over the visible sessions active in a range; cost by the rule of every usage total."""
 
     model: str
     kind: Literal["llm", "embedding"]
     sessions: int
     calls: int
-    tokens_in: int
-    tokens_out: int
-    cost_usd: Optional[float] = None
-    priced: bool
+
+    @model_serializer(mode="wrap")
+    def _with_priced(self, handler: Any) -> dict[str, Any]:
+        return {**handler(self), "priced": self.priced}
 
 
 class SessionCleanup(BaseModel):

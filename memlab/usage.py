@@ -208,7 +208,7 @@ class UsageAPI:
         since = self._since(range)
         caller = await self._users.resolve(user)
         row = await self._store.usage.stats(caller, since, self._cutoff())
-        sessions, tokens_in, tokens_out, cost, unpriced_in, unpriced_out, embedding, embedding_cost, errors, *by_status = row
+        sessions, tokens_in, tokens_out, cost, unpriced_in, unpriced_out, embedding, embedding_cost, unpriced_embedding, errors, *by_status = row
         return UsageStats(
             range=range,
             sessions=sessions,
@@ -220,11 +220,12 @@ class UsageAPI:
             unpriced_tokens_out=unpriced_out,
             embedding_tokens=embedding,
             embedding_cost_usd=float(embedding_cost),
+            unpriced_embedding_tokens=unpriced_embedding,
             error_count=errors,
         )
 
     async def cost_by_model(self, range: str = "30d", user: Any = None) -> list[ModelCost]:
-        """One row per (model, kind) over the visible sessions active in ``range``; an unpriced model has ``cost_usd`` None."""
+        """One row per (model, kind) over the visible sessions active in ``range``; ``cost_usd`` None when none of its calls was priced."""
         since = self._since(range)
         caller = await self._users.resolve(user)
         rows = await self._store.usage.cost_by_model(caller, since, self._cutoff())
@@ -236,8 +237,9 @@ class UsageAPI:
                 calls=calls,
                 tokens_in=tokens_in,
                 tokens_out=tokens_out,
-                cost_usd=float(cost) if priced_rows == sessions and cost is not None else None,
-                priced=priced_rows == sessions,
+                cost_usd=float(cost),
+                unpriced_tokens_in=unpriced_in,
+                unpriced_tokens_out=unpriced_out,
             )
-            for model, kind, sessions, calls, tokens_in, tokens_out, cost, priced_rows in rows
+            for model, kind, sessions, calls, tokens_in, tokens_out, cost, unpriced_in, unpriced_out in rows
         ]

@@ -204,6 +204,9 @@ def test_no_column_is_missing_on_every_row_of_a_populated_stack(built, name) -> 
     if name == "quality_questions":
         frame = frame[~frame["abstention"]]
     missing = [column for column in frame.columns if frame[column].isna().all()]
+    if name == "sessions":  # the local hashing embedder has no price: its cost is NA by the rule of every usage total
+        assert frame["unpriced_embedding_tokens"].eq(frame["embedding_tokens"]).all()
+        missing.remove("embedding_cost_usd")
     assert missing == []
 
 

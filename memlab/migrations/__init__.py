@@ -17,7 +17,9 @@
 * ``m0003_graph_snapshots`` - ``graph_snapshots`` and ``graph_snapshot_files`` (permanent
   memory shared through PostgreSQL);
 * ``m0004_session_datasets`` - ``session_datasets``: every dataset a session's turns read
-  (the delete cleaner's candidates beyond the attributed dataset).
+  (the delete cleaner's candidates beyond the attributed dataset);
+* ``m0005_unpriced_split`` - unpriced tokens beside the priced cost on every usage row
+  (``session_model_usage.unpriced_tokens_in/out``, ``session_records.unpriced_embedding_tokens``).
 
 Each lineage keeps its version in its own table (``memlab_cache_alembic_version``,
 ``memlab_metadata_alembic_version``), so a database shared with an application's own
@@ -140,7 +142,7 @@ CACHE = Lineage(
     schema=_cache_schema,
 )
 
-_METADATA_REVISIONS = ("m0001_initial", "m0002_sessions_usage", "m0003_graph_snapshots", "m0004_session_datasets")
+_METADATA_REVISIONS = ("m0001_initial", "m0002_sessions_usage", "m0003_graph_snapshots", "m0004_session_datasets", "m0005_unpriced_split")
 METADATA = Lineage(
     name="metadata",
     directory=MIGRATIONS_DIR / "metadata",

@@ -65,6 +65,7 @@ def _touch(insert: Insert) -> ClauseElement:
         error_count=0,
         unpriced_tokens_in=0,
         unpriced_tokens_out=0,
+        unpriced_embedding_tokens=0,
     )
     return touch.on_conflict_do_update(
         index_elements=[session_records.c.session_id, session_records.c.user_id],

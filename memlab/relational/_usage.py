@@ -35,6 +35,7 @@ _COUNTERS = (
     session_records.c.unpriced_tokens_out,
     session_records.c.embedding_tokens,
     session_records.c.embedding_cost_usd,
+    session_records.c.unpriced_embedding_tokens,
     session_records.c.error_count,
 )
 _USAGE_COLS = (*RECORD_COLS, *_COUNTERS, session_records.c.last_model)
@@ -67,6 +68,8 @@ _MODEL_COLS = (
     session_model_usage.c.cost_usd,
     session_model_usage.c.usage_source,
     session_model_usage.c.updated_at,
+    session_model_usage.c.unpriced_tokens_in,
+    session_model_usage.c.unpriced_tokens_out,
 )
 _joined = session_model_usage.join(
     session_records,
@@ -86,9 +89,12 @@ def _listing(column: str, descending: bool) -> ClauseElement:
 
 
 def _model_upsert(insert: Insert) -> ClauseElement:
-    """Add calls to a (session, user, model, kind) row; its cost stays NULL (unpriced) once any call was unpriced."""
+    """Add calls to a (session, user, model, kind) row: tokens, the priced calls' cost, the unpriced calls' tokens."""
     row = insert(session_model_usage).values(
-        **binds("session_id", "user_id", "model", "kind", "calls", "tokens_in", "tokens_out", "cost_usd", "usage_source"),
+        **binds(
+            "session_id", "user_id", "model", "kind", "calls", "tokens_in", "tokens_out", "cost_usd", "usage_source",
+            "unpriced_tokens_in", "unpriced_tokens_out",
+        ),
         updated_at=bindparam("now"),
     )
     return row.on_conflict_do_update(
@@ -97,7 +103,9 @@ def _model_upsert(insert: Insert) -> ClauseElement:
             "calls": session_model_usage.c.calls + row.excluded.calls,
             "tokens_in": session_model_usage.c.tokens_in + row.excluded.tokens_in,
             "tokens_out": session_model_usage.c.tokens_out + row.excluded.tokens_out,
-            "cost_usd": session_model_usage.c.cost_usd + row.excluded.cost_usd,
+            "cost_usd": func.coalesce(session_model_usage.c.cost_usd, 0.0) + row.excluded.cost_usd,
+            "unpriced_tokens_in": session_model_usage.c.unpriced_tokens_in + row.excluded.unpriced_tokens_in,
+            "unpriced_tokens_out": session_model_usage.c.unpriced_tokens_out + row.excluded.unpriced_tokens_out,
             "usage_source": case(
                 (session_model_usage.c.usage_source == row.excluded.usage_source, session_model_usage.c.usage_source),
                 else_="mixed",
@@ -122,9 +130,10 @@ def _usage(row) -> SessionUsage:
         unpriced_tokens_out=row[11],
         embedding_tokens=row[12],
         embedding_cost_usd=row[13],
-        error_count=row[14],
-        last_model=row[15],
-        effective_status=row[16],
+        unpriced_embedding_tokens=row[14],
+        error_count=row[15],
+        last_model=row[16],
+        effective_status=row[17],
     )
 
 
@@ -135,8 +144,9 @@ def _model_usage(row) -> ModelUsage:
         calls=row[2],
         tokens_in=row[3],
         tokens_out=row[4],
-        cost_usd=row[5],
-        priced=row[5] is not None,
+        cost_usd=row[5] or 0.0,
+        unpriced_tokens_in=row[8],
+        unpriced_tokens_out=row[9],
         usage_source=row[6],
         updated_at=when(row[7]),
     )
@@ -174,8 +184,9 @@ class UsageRepository(Repository):
                 func.sum(session_model_usage.c.calls),
                 func.sum(session_model_usage.c.tokens_in),
                 func.sum(session_model_usage.c.tokens_out),
-                func.sum(session_model_usage.c.cost_usd),
-                func.count(session_model_usage.c.cost_usd),
+                func.coalesce(func.sum(session_model_usage.c.cost_usd), 0.0),
+                func.sum(session_model_usage.c.unpriced_tokens_in),
+                func.sum(session_model_usage.c.unpriced_tokens_out),
             )
             .select_from(_joined)
             .where(_visible, _active)
@@ -196,6 +207,7 @@ class UsageRepository(Repository):
                 unpriced_tokens_out=session_records.c.unpriced_tokens_out + bindparam("add_unpriced_out"),
                 embedding_tokens=session_records.c.embedding_tokens + bindparam("add_embedding"),
                 embedding_cost_usd=session_records.c.embedding_cost_usd + bindparam("add_embedding_cost"),
+                unpriced_embedding_tokens=session_records.c.unpriced_embedding_tokens + bindparam("add_unpriced_embedding"),
                 error_count=session_records.c.error_count + bindparam("add_errors"),
                 last_model=func.coalesce(bindparam("model", type_=Text), session_records.c.last_model),
             ),
@@ -222,6 +234,7 @@ class UsageRepository(Repository):
             "add_unpriced_out": sum(call.tokens_out for call in llm if call.cost_usd is None),
             "add_embedding": sum(call.tokens_in for call in embedding),
             "add_embedding_cost": sum(call.cost_usd for call in embedding if call.cost_usd is not None),
+            "add_unpriced_embedding": sum(call.tokens_in for call in embedding if call.cost_usd is None),
             "add_errors": sum(1 for call in calls if call.error),
             "model": llm[-1].model if llm else None,
         }
@@ -235,7 +248,7 @@ class UsageRepository(Repository):
                 return False  # ended: frozen
             for (model, kind), group in per_model.items():
                 sources = {call.source for call in group}
-                priced = [call.cost_usd for call in group if call.cost_usd is not None]
+                unpriced = [call for call in group if call.cost_usd is None]
                 db.run(
                     "usage_model_upsert",
                     session_id=session_id,
@@ -245,7 +258,9 @@ class UsageRepository(Repository):
                     calls=len(group),
                     tokens_in=sum(call.tokens_in for call in group),
                     tokens_out=sum(call.tokens_out for call in group),
-                    cost_usd=sum(priced) if len(priced) == len(group) else None,
+                    cost_usd=sum(call.cost_usd for call in group if call.cost_usd is not None),
+                    unpriced_tokens_in=sum(call.tokens_in for call in unpriced),
+                    unpriced_tokens_out=sum(call.tokens_out for call in unpriced),
                     usage_source=sources.pop() if len(sources) == 1 else "mixed",
                     now=now,
                 )
@@ -291,5 +306,5 @@ class UsageRepository(Repository):
         return cast(tuple, await self._run(lambda db: db.first("usage_stats", since=since, **_visibility(caller, cutoff)), write=False))
 
     async def cost_by_model(self, caller: User, since: str, cutoff: str) -> list[tuple]:
-        """``(model, kind, sessions, calls, tokens in, tokens out, priced cost sum, priced rows)`` per model."""
+        """``(model, kind, sessions, calls, tokens in, tokens out, priced cost sum, unpriced tokens in, unpriced tokens out)`` per model."""
         return await self._run(lambda db: db.rows("usage_cost_by_model", since=since, **_visibility(caller, cutoff)), write=False)
