@@ -15,7 +15,7 @@ seeds' variables with their defaults (names are case-insensitive)::
     MEMLAB_EXTRACTION_CONCURRENCY=8
     RECALL_WARMUP_SHORTCIRCUIT=true  RECALL_WARMUP_THRESHOLD=1  RECALL_WARMUP_CACHE_TTL=60  SKILL_GATE_ENABLED=true
     MEMLAB_MERGE_POLICY=dual_lane  MEMLAB_ANALYSIS_TIMEOUT_SECONDS=30  IMPROVE_DISTILL_MAX_BATCHES_PER_RUN=10
-    SESSION_RETRIEVER=keyword
+    SESSION_RETRIEVER=keyword  DEFAULT_FEEDBACK_INFLUENCE=0  MEMLAB_FEEDBACK_ALPHA=0.1
     DB_PROVIDER= DB_HOST= DB_PORT= DB_USERNAME= DB_PASSWORD= DB_NAME=   (postgres cache without CACHE_DB_URL)
 
 Empty values mean "unset" (the default). Flags accept true/false, 1/0, yes/no,
@@ -294,6 +294,9 @@ class SessionConfig(_Section):
     track_usage: bool = True
     retriever: str = "keyword"
     min_similarity: float = Field(0.3, gt=0.0, le=1.0, allow_inf_nan=False)
+    #: the learning rate of feedback weights: a rated turn moves each element it used by this share
+    #: of the way to its rating (``MEMLAB_FEEDBACK_ALPHA``; upstream's 0.1)
+    feedback_alpha: float = Field(0.1, gt=0.0, le=1.0, allow_inf_nan=False)
 
     @field_validator("retriever")
     @classmethod
@@ -411,6 +414,9 @@ class RecallConfig(_Section):
     warmup_threshold: int = Field(1, ge=0)
     warmup_cache_ttl_seconds: float = Field(60.0, ge=0.0, le=MAX_SECONDS, allow_inf_nan=False)
     skill_gate_enabled: bool = True
+    #: how much graph elements' feedback weights move a triplet's rank, 0 (off, upstream's default) to 1
+    #: (``DEFAULT_FEEDBACK_INFLUENCE``; ``recall(feedback_influence=...)`` overrides it per call)
+    feedback_influence: float = Field(0.0, ge=0.0, le=1.0, allow_inf_nan=False)
 
 
 class StackConfig(_Section):
@@ -685,6 +691,8 @@ _ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "RECALL_WARMUP_THRESHOLD": ("recall.warmup_threshold", _fail_open(_text)),
     "RECALL_WARMUP_CACHE_TTL": ("recall.warmup_cache_ttl_seconds", _fail_open(_text)),
     "SKILL_GATE_ENABLED": ("recall.skill_gate_enabled", _gate),
+    "DEFAULT_FEEDBACK_INFLUENCE": ("recall.feedback_influence", _number),
+    "MEMLAB_FEEDBACK_ALPHA": ("session.feedback_alpha", _number),
 }
 
 #: the settings class of :meth:`StackConfig.from_env`: one field per variable, named after the StackConfig

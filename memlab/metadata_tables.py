@@ -145,6 +145,15 @@ session_model_usage = Table(
     Column("unpriced_tokens_out", Integer, nullable=False, default=0, server_default="0"),
 )
 
+# the feedback weight of each graph element rated turns used (memlab.flows.feedback)
+element_feedback_weights = Table(
+    "element_feedback_weights",
+    metadata,
+    Column("element_id", String(255), primary_key=True),
+    Column("weight", Float, nullable=False),
+    Column("updated_at", String(40), nullable=False),
+)
+
 api_keys = Table(
     "api_keys",
     metadata,

@@ -30,6 +30,7 @@ from memlab.config import (
 from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import ConfigError, MemlabError, StackStateError
 from memlab.flows.distill import DistillFlow
+from memlab.flows.feedback import FeedbackWeights
 from memlab.flows.forget import ForgetFlow
 from memlab.flows.recall_options import RecallOptions
 from memlab.flows.remember import RememberFlows
@@ -191,6 +192,8 @@ class MemoryStack:
             distiller=self._distilling.distill,
             ender=self._relational.sessions.end,
         )
+        # as upstream: ratings move feedback weights only when the configured influence is above 0
+        feedback = FeedbackWeights(self.session_manager, self._relational.feedback, alpha=config.session.feedback_alpha)
         self._remembering = RememberFlows(
             users=self.users,
             datasets=self.datasets,
@@ -198,6 +201,7 @@ class MemoryStack:
             store=self._relational,
             memory=self._memory,
             distiller=self._distilling.distill,
+            feedback=feedback if config.recall.feedback_influence > 0 else None,
         )
 
     @property
@@ -252,6 +256,7 @@ class MemoryStack:
             turns=TurnRunner(self.session_manager, self.analysis, self.merge, self.llm, usage=self._usage_recorder),
             warmup=WarmupProbe(self._relational, self.clock, threshold=recall.warmup_threshold, cache_ttl=recall.warmup_cache_ttl_seconds),
             config=recall,
+            feedback_weights=self._relational.feedback.weights,
         )
 
     @classmethod

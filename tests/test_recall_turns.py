@@ -166,7 +166,6 @@ async def test_context_profile_picks_the_guidance_the_session_context_source_ren
         ({"node_name": ["Person"]}, r"node_name=\['Person'\] is not implemented: memlab's graph has no node sets"),
         ({"node_name_filter_operator": "AND"}, r"node_name_filter_operator='AND' is not implemented"),
         ({"include_references": True}, r"include_references=True is not implemented"),
-        ({"feedback_influence": 0.5}, r"feedback_influence=0.5 is not implemented"),
         ({"context_profile": "tools"}, r"context_profile must be one of qa, agent, got 'tools'"),
         ({"system_prompt": "  "}, r"system_prompt must be None or non-blank text"),
     ],

@@ -48,7 +48,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -215,6 +215,7 @@ class RecallFlows:
         turns: TurnRunner,
         warmup: WarmupProbe,
         config: RecallConfig,
+        feedback_weights: "Callable[[Any], Awaitable[dict[str, float]]] | None" = None,
     ) -> None:
         self.users = users
         self.datasets = datasets
@@ -225,11 +226,18 @@ class RecallFlows:
         self.turns = turns
         self.warmup = warmup
         self.config = config
+        #: reads graph elements' feedback weights for ranking (None: no weights)
+        self.feedback_weights = feedback_weights
 
-    def _scope(self, targets: list[Dataset], top_k: int, distinct: str | None = None, *, system_prompt: str | None = None) -> RetrievalScope:
+    def _scope(
+        self, targets: list[Dataset], top_k: int, distinct: str | None = None, *, system_prompt: str | None = None,
+        feedback_influence: float | None = None,
+    ) -> RetrievalScope:
         return RetrievalScope(
             self.memory(), [dataset.id for dataset in targets], top_k, self.llm, retrievers=self.retrievers.get, distinct=distinct,
             system_prompt=system_prompt,
+            feedback_influence=self.config.feedback_influence if feedback_influence is None else feedback_influence,
+            feedback_weights=self.feedback_weights,
         )
 
     # -- recall ------------------------------------------------------------------------
@@ -270,7 +278,7 @@ class RecallFlows:
         )
         _refuse_unserved(sources)
         targets = await self._targets(acting, datasets, dataset_ids) if "graph" in sources else []
-        scope = self._scope(targets, top_k, distinct, system_prompt=options.system_prompt)
+        scope = self._scope(targets, top_k, distinct, system_prompt=options.system_prompt, feedback_influence=options.feedback_influence)
         skills = self._start_skill_gate(query, search_type, sources, targets, explicit, scope, only_context)
         results: list[RecallResponse] = []
         try:

@@ -1,13 +1,14 @@
 """The ``recall()`` options of the seed / upstream signature beyond sources and datasets, checked before any I/O.
 
 Implemented: ``system_prompt`` (replaces the answer call's instructions, for every
-completion type and in session turns) and ``context_profile`` (``"qa"`` or ``"agent"``:
-the guidance profile the ``session_context`` source renders). Refused, each with a
+completion type and in session turns), ``context_profile`` (``"qa"`` or ``"agent"``:
+the guidance profile the ``session_context`` source renders) and ``feedback_influence``
+(0-1, None: ``recall.feedback_influence``; how much feedback weights move graph ranking,
+:mod:`memlab.flows.feedback`). Refused, each with a
 :class:`~memlab.exceptions.ValidationError` saying why, when given a value other
 than its default (``docs/differences.md`` lists them): ``node_name`` /
-``node_name_filter_operator`` (memlab's graph has no node sets to filter by),
-``include_references`` (answers carry their sources in ``raw`` instead) and
-``feedback_influence`` (turn feedback does not re-weight graph elements).
+``node_name_filter_operator`` (memlab's graph has no node sets to filter by) and
+``include_references`` (answers carry their sources in ``raw`` instead).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ _REFUSED = {
     "node_name": "memlab's graph has no node sets to filter by (tag documents with remember(tags=...) and search a dataset instead)",
     "node_name_filter_operator": "it only applies with node_name, which memlab does not implement",
     "include_references": "memlab answers carry their sources in raw (used_node_ids, used_edge_ids, context_ids) instead",
-    "feedback_influence": "memlab does not re-weight graph elements by turn feedback",
 }
 
 
@@ -37,6 +37,8 @@ class RecallOptions:
 
     system_prompt: str | None = None
     context_profile: str = "qa"
+    #: None: the stack's ``recall.feedback_influence``
+    feedback_influence: float | None = None
 
     @classmethod
     def checked(
@@ -60,11 +62,17 @@ class RecallOptions:
             "node_name": node_name is not None,
             "node_name_filter_operator": node_name_filter_operator != "OR",
             "include_references": include_references is not False,
-            "feedback_influence": feedback_influence is not None,
         }
-        values = {"node_name": node_name, "node_name_filter_operator": node_name_filter_operator,
-                  "include_references": include_references, "feedback_influence": feedback_influence}
+        values = {"node_name": node_name, "node_name_filter_operator": node_name_filter_operator, "include_references": include_references}
         for name, set_ in given.items():
             if set_:
                 raise ValidationError(f"recall option {name}={values[name]!r} is not implemented: {_REFUSED[name]}")
-        return cls(system_prompt=system_prompt, context_profile=context_profile)
+        if feedback_influence is not None and (
+            isinstance(feedback_influence, bool) or not isinstance(feedback_influence, (int, float)) or not 0 <= feedback_influence <= 1
+        ):
+            raise ValidationError(f"feedback_influence must be None or a number from 0 to 1, got {feedback_influence!r}")
+        return cls(
+            system_prompt=system_prompt,
+            context_profile=context_profile,
+            feedback_influence=float(feedback_influence) if feedback_influence is not None else None,
+        )

@@ -16,7 +16,9 @@ logged and its entry in ``ImproveResult.distilled`` has status ``failed`` with t
 result it carries). Background self-improvement distills too, after bridging: the same
 gate and watermark as ``distill_session`` (only accepted guidance not yet sealed), so a
 session's lessons reach permanent memory without an explicit call; a failure is logged
-and the bridging stays. ``self_improvement=False`` leaves both to ``improve()``.
+and the bridging stays. ``self_improvement=False`` leaves both to ``improve()``. With
+``recall.feedback_influence`` above 0 both also apply the sessions' rated turns to the
+graph elements' feedback weights (:mod:`memlab.flows.feedback`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from memlab.users import Users
 from memlab.validation import check_text
 
 if TYPE_CHECKING:
+    from memlab.flows.feedback import FeedbackWeights
     from memlab.graph import Document, PermanentMemory
 
 __all__ = ["RememberFlows"]
@@ -71,6 +74,7 @@ class RememberFlows:
         store: RelationalStore,
         memory: Callable[[], "PermanentMemory"],
         distiller: Callable[..., Awaitable[DistillResult]] | None = None,
+        feedback: "FeedbackWeights | None" = None,
     ) -> None:
         self.users = users
         self.datasets = datasets
@@ -79,6 +83,8 @@ class RememberFlows:
         self.memory = memory
         #: ``distiller(session_id, dataset=..., user=...)`` distills a session in improve() (None: improve does not distill)
         self.distiller = distiller
+        #: applies rated turns to graph elements' feedback weights in improve() and in the background (None: not applied)
+        self.feedback = feedback
         self._improving: dict[tuple, asyncio.Task] = {}
         self._improve_again: set[tuple] = set()
 
@@ -111,6 +117,7 @@ class RememberFlows:
         if isinstance(session_ids, str) or not isinstance(session_ids, Sequence) or not session_ids:
             raise ValidationError(f"session_ids must be a non-empty list of session ids, got {session_ids!r}")
         target, sessions, turns, documents = await self._session_documents(dataset, session_ids, user)
+        await self._apply_feedback(sessions, user)
         if not turns:
             distilled = await self._distill(target, sessions, user)
             return ImproveResult(status="nothing_to_improve", dataset_id=target.id, session_ids=sessions, distilled=distilled)
@@ -124,6 +131,16 @@ class RememberFlows:
             new_data_ids=result.new_data_ids,
             distilled=await self._distill(target, sessions, user),
         )
+
+    async def _apply_feedback(self, sessions: Sequence[str], user: Any) -> None:
+        """Apply each session's rated turns to the feedback weights (:mod:`memlab.flows.feedback`), when on."""
+        if self.feedback is None:
+            return
+        resolved = await self.users.resolve(user)
+        for session in dict.fromkeys(sessions):
+            applied = await self.feedback.apply(resolved.id, session)
+            if applied.turns:
+                logger.info("feedback of session %r: %d rated turn(s) moved %d graph element weight(s)", session, applied.turns, applied.elements)
 
     async def _distill(self, target: Dataset, sessions: Sequence[str], user: Any) -> list[DistillResult]:
         """Distill each distinct session into ``target``, one after another; a failure becomes a ``failed`` result."""
@@ -186,6 +203,7 @@ class RememberFlows:
             mark = {"id": mark_id, "kind": PERSIST_WATERMARK_KIND, "dataset_id": str(target.id), "count": len(entries)}
             await self.sessions.add_context_entry(resolved.id, mark, session_id=session)
         distilled = await self._distill(target, [session], resolved)
+        await self._apply_feedback([session], resolved)
         logger.info(
             "self-improvement of session %r into dataset %s: %d new turn(s), %d new document(s) chunked, extracted and embedded, "
             "distillation %s, in %.2f s",

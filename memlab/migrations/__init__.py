@@ -19,7 +19,8 @@
 * ``m0004_session_datasets`` - ``session_datasets``: every dataset a session's turns read
   (the delete cleaner's candidates beyond the attributed dataset);
 * ``m0005_unpriced_split`` - unpriced tokens beside the priced cost on every usage row
-  (``session_model_usage.unpriced_tokens_in/out``, ``session_records.unpriced_embedding_tokens``).
+  (``session_model_usage.unpriced_tokens_in/out``, ``session_records.unpriced_embedding_tokens``);
+* ``m0006_feedback_weights`` - ``element_feedback_weights``: the feedback weight of each graph element.
 
 Each lineage keeps its version in its own table (``memlab_cache_alembic_version``,
 ``memlab_metadata_alembic_version``), so a database shared with an application's own
@@ -142,7 +143,8 @@ CACHE = Lineage(
     schema=_cache_schema,
 )
 
-_METADATA_REVISIONS = ("m0001_initial", "m0002_sessions_usage", "m0003_graph_snapshots", "m0004_session_datasets", "m0005_unpriced_split")
+_METADATA_REVISIONS = ("m0001_initial", "m0002_sessions_usage", "m0003_graph_snapshots", "m0004_session_datasets", "m0005_unpriced_split",
+                       "m0006_feedback_weights")
 METADATA = Lineage(
     name="metadata",
     directory=MIGRATIONS_DIR / "metadata",

@@ -23,6 +23,7 @@ from memlab.migrations import METADATA, upgrade_connection
 from memlab.relational._base import Insert, Repository
 from memlab.relational._data import DataRepository
 from memlab.relational._datasets import DatasetRepository
+from memlab.relational._feedback import FeedbackWeightRepository
 from memlab.relational._runs import RunRepository
 from memlab.relational._sessions import SessionRecordRepository
 from memlab.relational._usage import UsageRepository
@@ -38,6 +39,7 @@ REPOSITORIES: tuple[type[Repository], ...] = (
     SessionRecordRepository,
     UsageRepository,
     RunRepository,
+    FeedbackWeightRepository,
 )
 
 
@@ -99,6 +101,8 @@ class RelationalStore:
         self.usage = UsageRepository(self._run, clock)
         #: pipeline runs and each dataset's build state
         self.runs = RunRepository(self._run, clock)
+        #: graph elements' feedback weights (memlab.flows.feedback)
+        self.feedback = FeedbackWeightRepository(self._run, clock)
 
     def _new_runner(self) -> SQLiteRunner | PostgresRunner:
         if self._resolved is None:

@@ -73,11 +73,13 @@ _COMPLETION = [
 # --- the contract and the registry ---
 from memlab.retrievers._base import (
     DISTINCT_KEYS,
+    NEUTRAL_WEIGHT,
     Completion,
     RetrievalScope,
     Retriever,
     SearchResultItem,
     check_distinct,
+    feedback_blend,
     no_usage,
     one_per_source,
 )
@@ -86,12 +88,14 @@ from memlab.retrievers._registry import RETRIEVERS, Retrievers, get_retriever
 _CONTRACT = [
     "Completion",
     "DISTINCT_KEYS",
+    "NEUTRAL_WEIGHT",
     "RETRIEVERS",
     "RetrievalScope",
     "Retriever",
     "Retrievers",
     "SearchResultItem",
     "check_distinct",
+    "feedback_blend",
     "get_retriever",
     "no_usage",
     "one_per_source",

@@ -30,7 +30,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -43,6 +43,7 @@ __all__ = [
     "ANSWER_INSTRUCTIONS",
     "Completion",
     "DISTINCT_KEYS",
+    "NEUTRAL_WEIGHT",
     "RetrievalScope",
     "Retriever",
     "SearchResultItem",
@@ -53,6 +54,8 @@ __all__ = [
     "dataset_graphs",
     "element_item",
     "check_distinct",
+    "feedback_blend",
+    "feedback_ranked",
     "no_usage",
     "one_per_source",
     "vector_items",
@@ -137,6 +140,10 @@ class RetrievalScope:
     llm: Any
     history: str = ""
     system_prompt: str | None = None
+    #: how much feedback weights move graph ranking (0: off, nothing read); see :func:`feedback_ranked`
+    feedback_influence: float = 0.0
+    #: reads the stored weights of element ids (None: no weights)
+    feedback_weights: "Callable[[Iterable[str]], Awaitable[dict[str, float]]] | None" = None
     #: the retriever of a search type, for retrievers that delegate (FEELING_LUCKY); None: not available
     retrievers: "Callable[[SearchType], Retriever] | None" = None
     distinct: str | None = None
@@ -215,6 +222,33 @@ class Retriever(abc.ABC):
 def context_lines(items: Iterable[SearchResultItem]) -> list[str]:
     """One prompt line per item: its text with newlines as spaces."""
     return [item.text.replace("\n", " ") for item in items]
+
+
+#: the feedback weight of a graph element no rated turn has used
+NEUTRAL_WEIGHT = 0.5
+
+
+def feedback_blend(distance: float, weight: float, influence: float) -> float:
+    """A distance in [0, 2] blended with a feedback weight in [0, 1]: ``2 * ((1 - f) * d / 2 + f * (1 - w))``."""
+    return 2 * ((1 - influence) * min(max(distance, 0.0), 2.0) / 2 + influence * (1 - weight))
+
+
+async def feedback_ranked(items: Sequence[SearchResultItem], scope: RetrievalScope) -> list[SearchResultItem]:
+    """``items`` re-scored by :func:`feedback_blend` with the mean weight of each item's nodes and edges, re-sorted.
+
+    Unchanged (and no weight read) when ``scope.feedback_influence`` is 0 or there is no weight reader.
+    """
+    influence, read = scope.feedback_influence, scope.feedback_weights
+    if influence <= 0 or read is None or not items:
+        return list(items)
+    weights = await read({element for item in items for element in (*item.node_ids, *item.edge_ids)})
+
+    def weight(item: SearchResultItem) -> float:
+        elements = [*item.node_ids, *item.edge_ids]
+        return sum(weights.get(element, NEUTRAL_WEIGHT) for element in elements) / len(elements) if elements else NEUTRAL_WEIGHT
+
+    rescored = [item.model_copy(update={"score": feedback_blend(item.score, weight(item), influence)}) for item in items]
+    return sorted(rescored, key=lambda item: item.score)
 
 
 def best_per_id(items: Iterable[SearchResultItem]) -> list[SearchResultItem]:

@@ -5,7 +5,8 @@ the query in the ``triplets`` collection (score: their distance) plus every
 relationship edge (entity → entity) incident to the ``top_k`` entities nearest
 the query in the ``entities`` collection (score: the entity's distance +
 :data:`ENTITY_HOP_COST`); an edge found both ways keeps its best score. Ranked
-by score (ties: vector hits first, then graph order), at most ``top_k``. Each
+by score (ties: vector hits first, then graph order), re-ranked by feedback weights when
+``scope.feedback_influence`` is above 0 (:func:`~memlab.retrievers._base.feedback_ranked`), at most ``top_k``. Each
 item is a ``triplet`` rendered ``"Source relation Target"``; ``raw["via"]`` is
 ``"triplet"`` or ``"entity"`` (then ``raw["entity_id"]`` names the entity).
 
@@ -48,6 +49,7 @@ from memlab.retrievers._base import (
     context_lines,
     dataset_graphs,
     element_item,
+    feedback_ranked,
     no_usage,
     vector_items,
 )
@@ -90,7 +92,7 @@ async def relationship_triplets(query: str, scope: RetrievalScope) -> list[Searc
             item = element_item(graph, entity.dataset_id, edge_id, entity.score + ENTITY_HOP_COST, via="entity", entity_id=entity.id)
             if item is not None:
                 found.append(item)
-    return best_per_id(found)[: scope.top_k]
+    return (await feedback_ranked(best_per_id(found), scope))[: scope.top_k]
 
 
 def _relationship_edges(graph: Any, entity_id: str) -> list[str]:
