@@ -1,4 +1,5 @@
-"""Session layer: :class:`SessionManager`, the session retrievers, the keyword tokenizer, and the module-level session API.
+"""Session layer: :class:`SessionManager`, the session retrievers, the keyword tokenizer, :func:`traced` (agent trace
+steps), and the module-level session API.
 
 ``memlab.session.get_session / add_feedback / delete_feedback / distill_session`` act on the default
 stack (built from the environment), like cognee's ``cognee.session.*``. They live with the rest of the
@@ -21,7 +22,8 @@ from memlab.session.retrievers import (
     matched_tokens,
 )
 from memlab.text import session_tokens as tokenize
-from memlab.session._manager import HISTORY_LAST_N, SessionManager
+from memlab.session._manager import HISTORY_LAST_N, SessionManager, trace_entries
+from memlab.session._traced import TraceStep, Tracer, traced
 
 __all__ = [
     "AppliedGuidance",
@@ -35,6 +37,8 @@ __all__ = [
     "SessionAPI",
     "SessionManager",
     "SessionRetriever",
+    "TraceStep",
+    "Tracer",
     "VectorSessionRetriever",
     "context_entries",
     "add_feedback",
@@ -43,6 +47,8 @@ __all__ = [
     "get_session",
     "matched_tokens",
     "tokenize",
+    "trace_entries",
+    "traced",
 ]
 
 _LAZY = {name: "memlab._default" for name in ("add_feedback", "delete_feedback", "distill_session", "get_session")}
