@@ -716,6 +716,8 @@ class ImproveResult(BaseModel):
     dataset_id: uuid.UUID
     session_ids: list[str] = Field(default_factory=list)
     turns: int = 0
+    #: agent trace steps bridged (one document each)
+    traces: int = 0
     data_ids: list[str] = Field(default_factory=list)
     new_data_ids: list[str] = Field(default_factory=list)
     #: one result per distinct session of ``session_ids``: the distillation of its gated guidance

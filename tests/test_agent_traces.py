@@ -325,3 +325,46 @@ async def test_traces_expire_with_the_session(tmp_path) -> None:
         assert len(await stack.session.get_traces("agent")) == 1
         clock.advance(2)
         assert await stack.session.get_traces("agent") == []
+
+
+# -- bridging into permanent memory -----------------------------------------------------------------
+
+
+async def test_improve_bridges_trace_steps_into_the_graph(stack) -> None:
+    await stack.session.add_trace("agent", _step("lookup_city", method_params={"city": "Reykjavik"}, method_return_value={"country": "Iceland"}))
+    await stack.session.add_trace("agent", _step("book_hotel", "error", error_message="Reykjavik hotels full"))
+    result = await stack.improve(dataset="ops", session_ids=["agent"])
+    assert (result.status, result.turns, result.traces, len(result.new_data_ids)) == ("completed", 0, 2, 2)
+    hits = await stack.recall("Reykjavik Iceland", query_type=SearchType.CHUNKS, datasets=["ops"])
+    assert any("Agent step: lookup_city (success)" in hit.text and "Iceland" in hit.text for hit in hits)
+    again = await stack.improve(dataset="ops", session_ids=["agent"])
+    assert again.traces == 2 and again.new_data_ids == []  # already stored: nothing new
+    assert (await stack.improve(dataset="ops", session_ids=["empty"])).status == "nothing_to_improve"
+
+
+def test_trace_text_leaves_the_memory_context_out() -> None:
+    from memlab.flows.remember import trace_text
+
+    text = trace_text(_step("cite", "error", memory_query="who?", memory_context="RETRIEVED FACTS", method_params={"k": 1}, error_message="x"))
+    assert text.splitlines() == ["Agent step: cite (error)", "Query: who?", 'Params: {"k": 1}', "Error: x", "Outcome: cite failed. Reason: x."]
+
+
+async def test_background_self_improvement_bridges_new_steps_once(stack) -> None:
+    from memlab.flows.remember import TRACE_WATERMARK_KIND
+
+    first = await stack.session.add_trace("agent", _step("lookup_city", method_params={"city": "Reykjavik"}))
+    await stack.remember("We plan a trip to Iceland.", session_id="agent", dataset="ops")
+    assert await stack.wait_for_background(timeout=60) == 0
+    documents = {record.id for record in await stack.datasets.list_data("ops")}
+    assert len(documents) == 2  # the turn and the step
+    [mark] = [row for row in await stack.session_manager.get_context_entries((await stack.users.default()).id, "agent")
+              if row.get("kind") == TRACE_WATERMARK_KIND]
+    assert mark["sealed_ids"] == [first]
+    second = await stack.session.add_trace("agent", _step("book_hotel", method_params={"city": "Reykjavik"}))
+    await stack.remember("Book two nights.", session_id="agent", dataset="ops")
+    assert await stack.wait_for_background(timeout=60) == 0
+    assert len({record.id for record in await stack.datasets.list_data("ops")}) == 4  # one more turn, one more step
+    marks = [row for row in await stack.session_manager.get_context_entries((await stack.users.default()).id, "agent")
+             if row.get("kind") == TRACE_WATERMARK_KIND]
+    assert [row["sealed_ids"] for row in marks] == [sorted([first, second])]
+    assert "sealed_ids" in (await stack.frames.context("agent")).columns
