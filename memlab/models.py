@@ -586,25 +586,29 @@ class CleanupReceipt(BaseModel):
     failures: list[CleanupFailure] = Field(default_factory=list)
     sessions_considered: int = 0
 
+    def _every(self, field: str) -> list[str]:
+        """The ids of one :class:`SessionCleanup` list field, session by session."""
+        return [item for session in self.sessions for item in getattr(session, field)]
+
     @property
     def qa_ids(self) -> list[str]:
         """Every removed turn id, session by session."""
-        return [qa_id for session in self.sessions for qa_id in session.qa_ids]
+        return self._every("qa_ids")
 
     @property
     def context_ids(self) -> list[str]:
         """Every removed feedback / guidance entry id, session by session."""
-        return [entry for session in self.sessions for entry in session.context_ids]
+        return self._every("context_ids")
 
     @property
     def trace_ids(self) -> list[str]:
         """Every removed agent trace step id, session by session."""
-        return [trace for session in self.sessions for trace in session.trace_ids]
+        return self._every("trace_ids")
 
     @property
     def kept_trace_ids(self) -> list[str]:
         """Every agent trace step a targeted delete kept in a cleaned session (why: ``kept_trace_reason``)."""
-        return [trace for session in self.sessions for trace in session.kept_trace_ids]
+        return self._every("kept_trace_ids")
 
     def merged(self, other: "CleanupReceipt") -> "CleanupReceipt":
         """This receipt followed by ``other``'s sessions and failures."""
