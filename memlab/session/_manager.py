@@ -86,7 +86,9 @@ def trace_entry(entry: Any) -> SessionAgentTraceEntry:
     try:
         return SessionAgentTraceEntry.model_validate(dict(entry))
     except pydantic.ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors())
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']} (got {error.get('input')!r})"[:300] for error in exc.errors()
+        )
         raise SessionParameterValidationError(f"invalid trace entry: {problems}"[:600]) from None
 
 
