@@ -1,10 +1,10 @@
 """Session layer: :class:`SessionManager`, the session retrievers, the keyword tokenizer, :func:`traced` (agent trace
 steps), and the module-level session API.
 
-``memlab.session.get_session / add_feedback / delete_feedback / distill_session`` act on the default
-stack (built from the environment), like cognee's ``cognee.session.*``. They live with the rest of the
-module-level API in :mod:`memlab._default` and load on first access, so the session layer never imports
-the stack that is built on it.
+``memlab.session.get_session / add_feedback / delete_feedback / distill_session / add_trace / get_traces``
+act on the default stack (built from the environment), like cognee's ``cognee.session.*``. They live with
+the rest of the module-level API in :mod:`memlab._default` and load on first access, so the session layer
+never imports the stack that is built on it.
 """
 
 from __future__ import annotations
@@ -42,16 +42,20 @@ __all__ = [
     "VectorSessionRetriever",
     "context_entries",
     "add_feedback",
+    "add_trace",
     "delete_feedback",
     "distill_session",
     "get_session",
+    "get_traces",
     "matched_tokens",
     "tokenize",
     "trace_entries",
     "traced",
 ]
 
-_LAZY = {name: "memlab._default" for name in ("add_feedback", "delete_feedback", "distill_session", "get_session")}
+_LAZY = {
+    name: "memlab._default" for name in ("add_feedback", "add_trace", "delete_feedback", "distill_session", "get_session", "get_traces")
+}
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
 
