@@ -60,7 +60,13 @@ class TraceStep:
 
 
 class Tracer:
-    """What :func:`traced` returns: a decorator of async functions and an async context manager."""
+    """What :func:`traced` returns: a decorator of async functions and an async context manager.
+
+    As a decorator it may wrap any number of functions, called concurrently. As a
+    context manager one tracer serves one block at a time (nesting the same tracer is
+    fine, sharing it between concurrent tasks is not): write ``async with traced(...)``
+    at each block.
+    """
 
     def __init__(
         self, api: SessionAPI, *, session_id: str | None, user: Any, memory_query: str, memory_context: str, origin_function: str | None
