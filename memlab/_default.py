@@ -1,13 +1,14 @@
 """The lazily created default stack behind ``memlab.remember`` & co (cognee's calling style), and the
 module-level session API on it (``memlab.session.get_session / add_feedback / delete_feedback /
-distill_session``, re-exported lazily by :mod:`memlab.session`)."""
+distill_session / add_trace / get_traces``, re-exported lazily by :mod:`memlab.session`)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
-from memlab.models import DistillResult, SessionQAEntry
+from memlab.models import DistillResult, SessionAgentTraceEntry, SessionQAEntry
 from memlab.stack import MemoryStack
 
 _stack: MemoryStack | None = None
@@ -57,3 +58,13 @@ async def delete_feedback(session_id: str | None, qa_id: str, user: Any = None) 
 async def distill_session(session_id: str, dataset: Any = None, user: Any = None, max_batches: int | None = None) -> DistillResult:
     """``stack.session.distill_session`` on the default stack."""
     return await (await default_stack()).session.distill_session(session_id, dataset, user, max_batches)
+
+
+async def add_trace(session_id: str | None, entry: SessionAgentTraceEntry | Mapping[str, Any], user: Any = None) -> str | None:
+    """``stack.session.add_trace`` on the default stack."""
+    return await (await default_stack()).session.add_trace(session_id, entry, user)
+
+
+async def get_traces(session_id: str | None = None, user: Any = None) -> list[SessionAgentTraceEntry]:
+    """``stack.session.get_traces`` on the default stack."""
+    return await (await default_stack()).session.get_traces(session_id, user)

@@ -54,6 +54,7 @@ __all__ = [
     "QualityRun",
     "SESSION_COLUMNS",
     "SESSION_TYPES",
+    "TRACE_TYPES",
     "TURN_COLUMNS",
     "USAGE_COLUMNS",
     "USAGE_TYPES",
@@ -117,6 +118,12 @@ CONTEXT_TYPES = {
     "candidate_context_entries": _JSON,
     # watermarks: the persist watermark (dataset_id, count), the distillation watermark (sealed_ids)
     "dataset_id": "string", "count": "Int64", "sealed_ids": LIST,
+}
+#: the columns of :meth:`Frames.traces` (the fields of :class:`~memlab.models.SessionAgentTraceEntry` but ``kind``)
+TRACE_TYPES = {
+    "trace_id": "string", "origin_function": "string", "status": "category", "method_params": _JSON,
+    "method_return_value": _JSON, "memory_query": "string", "memory_context": "string", "session_feedback": "string",
+    "error_message": "string", "created_at": UTC_DATETIME, "updated_at": UTC_DATETIME,
 }
 #: the columns of :meth:`Frames.turns`
 TURN_COLUMNS = (
@@ -182,6 +189,10 @@ RECALL_TYPES = {
     "id": "string", "dataset_id": "string", "raw": _JSON, "structured": _JSON,
     # SessionContextRecallResponse
     "content": "string", "context_profile": "string", "entries": _JSON,
+    # TraceRecallResponse
+    "trace_id": "string", "origin_function": "string", "method_params": _JSON, "method_return_value": _JSON,
+    "memory_query": "string", "memory_context": "string", "session_feedback": "string", "created_at": UTC_DATETIME,
+    "updated_at": UTC_DATETIME,
     # SkillRecallResponse
     "skill": "string",
     # SystemRecallResponse
@@ -195,6 +206,7 @@ CLEANUP_TYPES = {"user_id": "string", "session_id": "string", "entry_type": "cat
 FRAME_COLUMNS: dict[str, Mapping[str, str]] = {
     "entries": ENTRY_TYPES,
     "context": CONTEXT_TYPES,
+    "traces": TRACE_TYPES,
     "turns": TURN_TYPES,
     "phases": PHASE_TYPES,
     "sessions": SESSION_TYPES,
@@ -209,6 +221,7 @@ FRAME_COLUMNS: dict[str, Mapping[str, str]] = {
 FRAME_ROWS: dict[str, str] = {
     "entries": "session turn, oldest first",
     "context": "session-context row (guidance, feedback, watermark), first-insert order",
+    "traces": "agent trace step of a session, first-stored order",
     "turns": "search turn, oldest first",
     "phases": "(search turn, phase), by turn then start",
     "sessions": "session the caller may see",
@@ -463,11 +476,20 @@ class Frames:
         Each row fills the columns of its kind (guidance: ``section`` ... ``source_trace_ids``;
         feedback: ``raw_text`` ... ``candidate_context_entries``; watermarks: ``dataset_id``,
         ``count``, ``sealed_ids``); the others are missing (None in list columns).
-        Guidance embeddings are left out.
+        Guidance embeddings and agent trace steps (rows of ``kind="trace"``: :meth:`traces`) are left out.
         """
         user_id, session = await self._session.resolve(session_id, user)
         rows = await self._manager.get_context_entries(user_id, session_id=session)
-        return _build(rows, CONTEXT_TYPES)
+        return _build([row for row in rows if row.get("kind") != "trace"], CONTEXT_TYPES)
+
+    async def traces(self, session_id: str | None = None, *, user: Any = None) -> "pandas.DataFrame":
+        """One row per agent trace step of the session, first stored first; columns :data:`TRACE_TYPES`.
+
+        ``status`` is a category (``success`` / ``error``), ``method_params`` and
+        ``method_return_value`` JSON text, ``created_at`` / ``updated_at`` UTC timestamps.
+        """
+        steps = await self._session.get_traces(session_id=session_id, user=user)
+        return _build([step.model_dump(mode="json") for step in steps], TRACE_TYPES)
 
     async def _search_turns(self, session_id: str | None, user: Any) -> list["SessionQAEntry"]:
         """The session's turns written by a completion ``search()`` (those carrying a turn record), oldest first."""
@@ -603,6 +625,8 @@ class Frames:
             record = result.model_dump(mode="json") if isinstance(result, pydantic.BaseModel) else dict(result)
             if record.get("text") is None and record.get("answer") is not None:  # session rows carry their text as answer
                 record["text"] = record["answer"]
+            if record.get("source") == "trace":  # a trace step's text is its feedback line
+                record["text"] = record.get("session_feedback")
             if record.get("source") == "session":
                 record["used_session_context_ids"] = list(record.get("used_session_context_ids") or [])
             seen.update(dict.fromkeys(record))

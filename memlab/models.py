@@ -6,6 +6,8 @@ them, and :mod:`memlab.frames` turns such lists into DataFrames.
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import uuid
 from datetime import datetime
@@ -14,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from memlab._html import field_table, model_table, row_table
+from memlab.validation import MAX_ID_CHARS, check_id, check_text
 
 __all__ = [
     "AnyRecallResponse",
@@ -25,11 +28,13 @@ __all__ = [
     "ForgetResult",
     "GraphRecallResponse",
     "ImproveResult",
+    "KEPT_TRACE_REASON",
     "ModelCost",
     "ModelUsage",
     "PipelineRun",
     "RecallResponse",
     "RememberResult",
+    "SessionAgentTraceEntry",
     "SessionContextEntry",
     "SessionContextRecallResponse",
     "SessionFeedbackEntry",
@@ -41,6 +46,8 @@ __all__ = [
     "SessionUsage",
     "SkillRecallResponse",
     "SystemRecallResponse",
+    "TRACE_ID_PREFIX",
+    "TraceRecallResponse",
     "UsageStats",
     "User",
     "QA_SECTIONS",
@@ -193,6 +200,142 @@ class SessionFeedbackEntry(BaseModel):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 5:
             return None
         return value
+
+
+#: the session-context row id of a trace is this prefix and its ``trace_id`` (no guidance id can collide)
+TRACE_ID_PREFIX = "trace:"
+#: longest stored string inside ``method_params`` / ``method_return_value`` (longer ones end in "...")
+MAX_TRACE_VALUE_CHARS = 1000
+#: most items kept of a list or dict inside ``method_params`` / ``method_return_value``
+MAX_TRACE_CONTAINER_ITEMS = 20
+#: longest ``memory_context`` / ``memory_query`` / ``session_feedback`` / ``error_message`` / ``origin_function`` kept
+MAX_TRACE_TEXT_CHARS = 4000
+_MAX_TRACE_DEPTH = 8
+
+
+def _truncated(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def trace_value(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON-able data every backend stores: str/int/float/bool/None, lists, dicts with str keys.
+
+    Strings are cut to :data:`MAX_TRACE_VALUE_CHARS` (unencodable characters replaced),
+    containers to :data:`MAX_TRACE_CONTAINER_ITEMS`; a non-finite float, a UUID or any
+    other object becomes its ``str`` / ``repr``; nesting deeper than 8 becomes ``repr``.
+    """
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, str):
+        return _truncated(value.encode("utf-8", "replace").decode("utf-8"), MAX_TRACE_VALUE_CHARS)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if depth < _MAX_TRACE_DEPTH and isinstance(value, dict):
+        pairs = list(value.items())[:MAX_TRACE_CONTAINER_ITEMS]
+        return {trace_value(str(key), depth + 1): trace_value(item, depth + 1) for key, item in pairs}
+    if depth < _MAX_TRACE_DEPTH and isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else list(value)
+        return [trace_value(item, depth + 1) for item in items[:MAX_TRACE_CONTAINER_ITEMS]]
+    if isinstance(value, BaseModel) and depth < _MAX_TRACE_DEPTH:
+        return trace_value(value.model_dump(mode="json"), depth)
+    return trace_value(repr(value), _MAX_TRACE_DEPTH)
+
+
+class SessionAgentTraceEntry(BaseModel):
+    """One agent step kept in a session: which function ran, with what, and how it ended (SPEC §2).
+
+    Stored as a session-context row of ``kind="trace"`` whose ``id`` is
+    ``"trace:" + trace_id``, so it shares the session's TTL, backends and delete path.
+    ``trace_id`` follows the id rule of :mod:`memlab.validation` (at most
+    ``MAX_ID_CHARS - 6`` characters); ``origin_function`` must not be blank; ``status``
+    is ``"success"`` or ``"error"`` (stripped, lower-cased). Text fields are stripped
+    and cut to :data:`MAX_TRACE_TEXT_CHARS`; ``method_params`` / ``method_return_value``
+    are made JSON-able by :func:`trace_value`. A blank ``session_feedback`` becomes the
+    deterministic ``"<origin> succeeded."`` / ``"<origin> failed[. Reason: <error>]."``.
+    ``created_at`` / ``updated_at`` (ISO 8601) are stamped by the session manager when
+    the step is stored, unless given. Invalid values raise pydantic's ``ValidationError``.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Literal["trace"] = "trace"
+    trace_id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    origin_function: str
+    status: Literal["success", "error"]
+    method_params: dict[str, Any] = Field(default_factory=dict)
+    method_return_value: Any = None
+    memory_query: str = ""
+    memory_context: str = ""
+    session_feedback: str = ""
+    error_message: str = ""
+    created_at: str = ""
+    updated_at: str = ""
+
+    @field_validator("trace_id", mode="before")
+    @classmethod
+    def _trace_id(cls, value: Any) -> str:
+        checked = check_id("trace_id", value)
+        limit = MAX_ID_CHARS - len(TRACE_ID_PREFIX)
+        if len(checked) > limit:
+            raise ValueError(f"trace_id is {len(checked)} characters long; the limit is {limit}")
+        return checked
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _status(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("origin_function", "memory_query", "memory_context", "session_feedback", "error_message", mode="before")
+    @classmethod
+    def _text(cls, value: Any, info: Any) -> str:
+        text = check_text(info.field_name, value).strip()
+        if info.field_name == "origin_function" and not text:
+            raise ValueError("origin_function must not be blank")
+        return _truncated(text, MAX_TRACE_TEXT_CHARS)
+
+    @field_validator("method_params", mode="before")
+    @classmethod
+    def _params(cls, value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise ValueError(f"method_params must be a dict, got {type(value).__name__} {value!r}"[:400])
+        return trace_value(value)
+
+    @field_validator("method_return_value", mode="before")
+    @classmethod
+    def _returned(cls, value: Any) -> Any:
+        return trace_value(value)
+
+    @model_validator(mode="after")
+    def _feedback(self) -> "SessionAgentTraceEntry":
+        if not self.session_feedback:
+            if self.status == "success":
+                self.session_feedback = f"{self.origin_function} succeeded."
+            else:
+                reason = f". Reason: {self.error_message.rstrip('.')}" if self.error_message else ""
+                self.session_feedback = _truncated(f"{self.origin_function} failed{reason}.", MAX_TRACE_TEXT_CHARS)
+        return self
+
+    @property
+    def row_id(self) -> str:
+        """The id of the session-context row holding this step."""
+        return TRACE_ID_PREFIX + self.trace_id
+
+    def as_row(self) -> dict[str, Any]:
+        """The session-context row holding this step: its JSON fields and ``id`` :attr:`row_id`."""
+        return {"id": self.row_id, **self.model_dump(mode="json")}
+
+    def search_text(self) -> str:
+        """What recall's ``trace`` source matches: the text fields and the JSON of params and return value."""
+        parts = [self.origin_function, self.status, self.memory_query, self.memory_context, self.session_feedback, self.error_message]
+        parts.append(json.dumps(self.method_params, sort_keys=True))
+        if self.method_return_value is not None:
+            parts.append(json.dumps(self.method_return_value, sort_keys=True))
+        return " ".join(parts)
+
+    def _repr_html_(self) -> str:
+        return model_table(self)
 
 
 class User(BaseModel):
@@ -419,19 +562,30 @@ class ModelCost(_PricedTotals):
         return {**handler(self), "priced": self.priced}
 
 
+#: why a targeted delete keeps a session's agent trace steps (the seed's "known limit")
+KEPT_TRACE_REASON = "agent trace steps hold their memory context as text without graph element ids, so the targeted pass cannot match them"
+
+
 class SessionCleanup(BaseModel):
     """What a delete removed from one cached session.
 
     ``qa_ids``: the turns removed; ``context_ids``: the feedback and guidance entries
-    removed; ``whole_session``: the session itself was deleted (a dataset-level delete,
+    removed; ``trace_ids``: the agent trace steps removed (only with the whole session);
+    ``whole_session``: the session itself was deleted (a dataset-level delete,
     ``forget(everything=True)``), in which case the ids list what it held.
+    ``kept_trace_ids``: after a targeted (single-document) delete, the session's trace
+    steps that stayed, and ``kept_trace_reason`` why (:data:`KEPT_TRACE_REASON`; None
+    when no step stayed).
     """
 
     user_id: str
     session_id: str
     qa_ids: list[str] = Field(default_factory=list)
     context_ids: list[str] = Field(default_factory=list)
+    trace_ids: list[str] = Field(default_factory=list)
     whole_session: bool = False
+    kept_trace_ids: list[str] = Field(default_factory=list)
+    kept_trace_reason: Optional[str] = None
 
 
 class CleanupFailure(BaseModel):
@@ -454,15 +608,29 @@ class CleanupReceipt(BaseModel):
     failures: list[CleanupFailure] = Field(default_factory=list)
     sessions_considered: int = 0
 
+    def _every(self, field: str) -> list[str]:
+        """The ids of one :class:`SessionCleanup` list field, session by session."""
+        return [item for session in self.sessions for item in getattr(session, field)]
+
     @property
     def qa_ids(self) -> list[str]:
         """Every removed turn id, session by session."""
-        return [qa_id for session in self.sessions for qa_id in session.qa_ids]
+        return self._every("qa_ids")
 
     @property
     def context_ids(self) -> list[str]:
         """Every removed feedback / guidance entry id, session by session."""
-        return [entry for session in self.sessions for entry in session.context_ids]
+        return self._every("context_ids")
+
+    @property
+    def trace_ids(self) -> list[str]:
+        """Every removed agent trace step id, session by session."""
+        return self._every("trace_ids")
+
+    @property
+    def kept_trace_ids(self) -> list[str]:
+        """Every agent trace step a targeted delete kept in a cleaned session (why: ``kept_trace_reason``)."""
+        return self._every("kept_trace_ids")
 
     def merged(self, other: "CleanupReceipt") -> "CleanupReceipt":
         """This receipt followed by ``other``'s sessions and failures."""
@@ -479,11 +647,13 @@ class CleanupReceipt(BaseModel):
             ("sessions_cleaned", len(self.sessions)),
             ("qa_ids", self.qa_ids),
             ("context_ids", self.context_ids),
+            ("trace_ids", self.trace_ids),
+            ("kept_trace_ids", self.kept_trace_ids),
             ("failures", len(self.failures)),
         ]
         parts = [field_table(summary, title="CleanupReceipt")]
         if self.sessions:
-            cleaned = ("user_id", "session_id", "qa_ids", "context_ids", "whole_session")
+            cleaned = ("user_id", "session_id", "qa_ids", "context_ids", "trace_ids", "whole_session", "kept_trace_ids", "kept_trace_reason")
             parts.append(row_table(cleaned, [[getattr(item, name) for name in cleaned] for item in self.sessions], title="sessions"))
         if self.failures:
             failed = ("user_id", "session_id", "operation", "error")
@@ -491,13 +661,13 @@ class CleanupReceipt(BaseModel):
         return "".join(parts)
 
     def to_frame(self):
-        """One row per removed entry: ``user_id, session_id, entry_type ("qa" | "context"), entry_id, whole_session``."""
+        """One row per removed entry: ``user_id, session_id, entry_type ("qa" | "context" | "trace"), entry_id, whole_session``."""
         import pandas as pd
 
         rows = [
             (session.user_id, session.session_id, kind, entry_id, session.whole_session)
             for session in self.sessions
-            for kind, ids in (("qa", session.qa_ids), ("context", session.context_ids))
+            for kind, ids in (("qa", session.qa_ids), ("context", session.context_ids), ("trace", session.trace_ids))
             for entry_id in ids
         ]
         frame = pd.DataFrame(rows, columns=["user_id", "session_id", "entry_type", "entry_id", "whole_session"])
@@ -572,6 +742,8 @@ class ImproveResult(BaseModel):
     dataset_id: uuid.UUID
     session_ids: list[str] = Field(default_factory=list)
     turns: int = 0
+    #: agent trace steps bridged (one document each)
+    traces: int = 0
     data_ids: list[str] = Field(default_factory=list)
     new_data_ids: list[str] = Field(default_factory=list)
     #: one result per distinct session of ``session_ids``: the distillation of its gated guidance
@@ -641,6 +813,26 @@ class SessionContextRecallResponse(RecallResponse):
     entries: list["SessionContextEntry"] = Field(default_factory=list)
 
 
+class TraceRecallResponse(RecallResponse):
+    """An agent trace step found by recall's ``trace`` source: the step's fields, ``matched_tokens`` and ``score`` (both the overlap count)."""
+
+    source: Literal["trace"] = "trace"
+    session_id: str
+    matched_tokens: int
+    score: float
+    trace_id: str
+    origin_function: str
+    status: str
+    method_params: dict[str, Any] = Field(default_factory=dict)
+    method_return_value: Any = None
+    memory_query: str = ""
+    memory_context: str = ""
+    session_feedback: str = ""
+    error_message: str = ""
+    created_at: str = ""
+    updated_at: str = ""
+
+
 class SkillRecallResponse(RecallResponse):
     """A skill found by the skill gate: ``text`` is ``"name: description"``; ``score`` a distance."""
 
@@ -665,6 +857,13 @@ class SystemRecallResponse(RecallResponse):
 
 #: every ``recall()`` result type, discriminated by ``source`` (for parsing stored or exported results)
 AnyRecallResponse = Annotated[
-    Union[SessionRecallResponse, GraphRecallResponse, SessionContextRecallResponse, SkillRecallResponse, SystemRecallResponse],
+    Union[
+        SessionRecallResponse,
+        GraphRecallResponse,
+        SessionContextRecallResponse,
+        TraceRecallResponse,
+        SkillRecallResponse,
+        SystemRecallResponse,
+    ],
     Field(discriminator="source"),
 ]

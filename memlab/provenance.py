@@ -38,7 +38,11 @@ flow also calls :meth:`SessionCleaner.forget_user`. Both return a
   receipt was made).
 
 Rows of other kinds (watermarks, agent traces) are never followed; a row with no
-explicit ``kind`` is ignored, as in cognee. The ``tapes`` mirror never sees
+explicit ``kind`` is ignored, as in cognee. Agent trace steps (rows of ``kind="trace"``)
+hold their memory context as text without graph element ids, so the targeted pass never
+removes them: a session it cleans lists them as ``kept_trace_ids`` with
+``kept_trace_reason`` (:data:`~memlab.models.KEPT_TRACE_REASON`); a whole-session
+delete removes them and lists them as ``trace_ids``. The ``tapes`` mirror never sees
 deletes (it is append-only by design).
 """
 
@@ -53,7 +57,7 @@ from typing import Any
 
 from memlab.cache import CacheBackend
 from memlab.exceptions import SessionLockTimeout
-from memlab.models import CleanupFailure, CleanupReceipt, SessionCleanup, SessionQAEntry
+from memlab.models import KEPT_TRACE_REASON, CleanupFailure, CleanupReceipt, SessionCleanup, SessionQAEntry
 from memlab.relational import RelationalStore
 
 __all__ = ["PERSIST_WATERMARK_KIND", "ForgetEvent", "SessionCleaner", "contaminated", "lowered_watermark"]
@@ -128,6 +132,19 @@ def lowered_watermark(count: int, turns: Sequence[SessionQAEntry], removed: set[
 def _listed(row: Mapping[str, Any]) -> bool:
     """Whether a context row is an entry a receipt names (feedback or guidance), not bookkeeping."""
     return row.get("kind") in ("context", "feedback") and "id" in row
+
+
+def _trace_ids(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The ``trace_id`` of every agent trace step among context rows, in order."""
+    return [str(row.get("trace_id") or row.get("id")) for row in rows if row.get("kind") == "trace"]
+
+
+def _kept(cleanup: SessionCleanup, rows: Iterable[Mapping[str, Any]]) -> SessionCleanup:
+    """``cleanup`` naming the session's trace steps a targeted pass keeps, and why."""
+    kept = _trace_ids(rows)
+    if kept:
+        cleanup.kept_trace_ids, cleanup.kept_trace_reason = kept, KEPT_TRACE_REASON
+    return cleanup
 
 
 def _error(exc: BaseException) -> str:
@@ -233,6 +250,7 @@ class SessionCleaner:
                 session_id=session_id,
                 qa_ids=[turn.qa_id for turn in turns if turn.qa_id],
                 context_ids=[str(row["id"]) for row in rows if _listed(row)],
+                trace_ids=_trace_ids(rows),
                 whole_session=True,
             )
         )
@@ -260,11 +278,11 @@ class SessionCleaner:
         if not qa_ids and not context_ids:
             return
         if dry_run:
-            receipt.sessions.append(SessionCleanup(user_id=user_id, session_id=session_id, qa_ids=qa_ids, context_ids=context_ids))
+            receipt.sessions.append(_kept(SessionCleanup(user_id=user_id, session_id=session_id, qa_ids=qa_ids, context_ids=context_ids), rows))
             return
         removed = await self._remove(receipt, cache, user_id, session_id, qa_ids, context_ids)
         if removed.qa_ids or removed.context_ids:
-            receipt.sessions.append(removed)
+            receipt.sessions.append(_kept(removed, rows))
         if removed.qa_ids:
             await self._lower_watermarks(receipt, cache, user_id, session_id, turns, rows, set(removed.qa_ids))
 

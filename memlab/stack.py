@@ -374,12 +374,14 @@ class MemoryStack:
         )
 
     async def improve(self, *, dataset: Any = MAIN_DATASET, session_ids: Sequence[str], user: Any = None) -> ImproveResult:
-        """Bridge cached session turns into ``dataset``'s graph.
+        """Bridge cached session turns and agent trace steps into ``dataset``'s graph.
 
-        Each answered turn becomes one document (``Question: ...`` / ``Answer: ...``)
-        tagged ``session:<id>``, added and cognified like :meth:`remember`; turns
-        bridged before are not processed again. Status ``completed``, or
-        ``nothing_to_improve`` when the sessions hold no answered turn. Each session's
+        Each answered turn becomes one document (``Question: ...`` / ``Answer: ...``),
+        each agent trace step one document (``Agent step: <function> (<status>)`` ...,
+        see :func:`memlab.flows.remember.trace_text`), tagged ``session:<id>``, added and
+        cognified like :meth:`remember`; documents bridged before are not processed
+        again. Status ``completed``, or ``nothing_to_improve`` when the sessions hold no
+        answered turn and no trace step. Each session's
         gated guidance is then distilled into ``dataset`` (``result.distilled``: one
         :class:`~memlab.models.DistillResult` per session, see
         ``stack.session.distill_session``); a failed distillation is recorded there

@@ -4,8 +4,8 @@ every frame round-trips through parquet; result models render as escaped HTML ta
 
 The populated stack is built once for the module (``populated``): two documents, a session with single- and
 dual-lane turns, a fallback turn, a turn whose analysis failed, guidance served and rated, explicit feedback, a
-bridged turn (persist watermark), a distillation (its watermark), a priced completion model, an ended session,
-then a document delete (the cleanup receipt).
+bridged turn (persist watermark), a distillation (its watermark), two agent trace steps, a priced completion model,
+an ended session, then a document delete (the cleanup receipt).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 from memlab import MemoryStack, SearchType
 from memlab.config import LLMConfig, SessionConfig
 from memlab.frames import FRAME_COLUMNS, FRAME_ROWS, LIST, NESTED, RECALL_TYPES, frame_columns
-from memlab.models import AnyRecallResponse, CleanupReceipt, SessionContextEntry, SessionFeedbackEntry, SessionQAEntry
+from memlab.models import AnyRecallResponse, CleanupReceipt, SessionAgentTraceEntry, SessionContextEntry, SessionFeedbackEntry, SessionQAEntry
 from memlab.testing import FakeClock, fast_config
 
 
@@ -83,6 +83,9 @@ async def _frames(root: Path) -> dict[str, Any]:
         rule = SessionContextEntry(section="rules", content="Name the year of a discovery.", confidence=0.9, created_at=stack.clock.now().isoformat())
         await stack.session_manager.add_context_entry(user, rule, session_id="chat")
         await stack.session.distill_session("chat", dataset="science")  # the distillation watermark
+        await stack.session.add_trace("chat", {"origin_function": "lookup", "status": "success", "memory_query": "Polonium",
+                                               "memory_context": CURIE, "method_params": {"q": "Polonium"}, "method_return_value": [1]})
+        await stack.session.add_trace("chat", {"origin_function": "cite", "status": "error", "error_message": "no source"})
         await stack.session.end("chat")
 
         frames = stack.frames
@@ -90,6 +93,7 @@ async def _frames(root: Path) -> dict[str, Any]:
         populated = {
             "entries": await frames.entries("chat"),
             "context": await frames.context("chat"),
+            "traces": await frames.traces("chat"),
             "turns": await frames.turns("chat"),
             "phases": await frames.phases("chat"),
             "sessions": await frames.sessions(),
@@ -102,6 +106,7 @@ async def _frames(root: Path) -> dict[str, Any]:
         empty = {
             "entries": await frames.entries("nothing-here"),
             "context": await frames.context("nothing-here"),
+            "traces": await frames.traces("nothing-here"),
             "turns": await frames.turns("nothing-here"),
             "phases": await frames.phases("nothing-here"),
             "sessions": await frames.sessions(bob),
@@ -149,6 +154,7 @@ def test_the_registry_names_every_frame_and_documents_what_a_row_is() -> None:
     assert list(FRAME_COLUMNS["entries"]) == list(SessionQAEntry.model_fields)
     guidance = set(SessionContextEntry.model_fields) - {"embedding"}  # vectors are left out
     assert guidance | set(SessionFeedbackEntry.model_fields) <= set(FRAME_COLUMNS["context"])
+    assert list(FRAME_COLUMNS["traces"]) == [name for name in SessionAgentTraceEntry.model_fields if name != "kind"]
     recall_fields = {name for model in typing.get_args(typing.get_args(AnyRecallResponse)[0]) for name in model.model_fields}
     assert recall_fields <= set(RECALL_TYPES), sorted(recall_fields - set(RECALL_TYPES))
 

@@ -220,6 +220,8 @@ async def test_module_level_functions_use_a_default_stack(tmp_path, monkeypatch)
         [entry] = await memlab.session.get_session(session_id="m")
         assert await memlab.session.add_feedback("m", entry.qa_id, "ok", 3)
         assert await memlab.session.delete_feedback("m", entry.qa_id)
+        trace_id = await memlab.session.add_trace("m", {"origin_function": "step", "status": "success"})
+        assert [step.trace_id for step in await memlab.session.get_traces("m")] == [trace_id]
         assert (tmp_path / "cache.db").exists()
     finally:
         await reset_default_stack()

@@ -22,7 +22,13 @@ sources run one after another and their results are concatenated:
   answer would be served it but read-only (nothing stamped), as one
   ``SessionContextRecallResponse`` (the rendered block and its entries); none
   when the session has no usable guidance;
-* ``trace``: a source memlab does not serve yet; it contributes nothing;
+* ``trace``: the session's agent trace steps (:meth:`~memlab.session.SessionManager.get_traces`)
+  matched by keyword as the ``session`` source's ``keyword`` rule (SPEC §9.2) over
+  ``origin_function``, ``status``, ``memory_query``, ``memory_context``,
+  ``session_feedback``, ``error_message`` and the JSON of ``method_params`` /
+  ``method_return_value``: score = shared query tokens, kept when > 0, best first,
+  ties oldest first, ``top_k``; none for a query without tokens
+  (:class:`~memlab.models.TraceRecallResponse`);
 * ``tools``, ``code``: refused with a ``ValidationError`` before anything runs
   (memlab has no tool connections and no code graph; ``"all"`` never implies them).
 
@@ -67,6 +73,7 @@ from memlab.models import (
     SessionContextRecallResponse,
     SessionRecallResponse,
     SkillRecallResponse,
+    TraceRecallResponse,
 )
 from memlab.retrievers import (
     Completion,
@@ -296,6 +303,8 @@ class RecallFlows:
                     results.extend(found)
                 elif source == "session_context":
                     results.extend(await self._session_context(acting, query, session_id, options.context_profile))
+                elif source == "trace":
+                    results.extend(await self._trace_hits(acting, query, session_id, top_k))
         finally:
             found_skills = await skills if skills is not None else []
         return results + found_skills
@@ -328,6 +337,19 @@ class RecallFlows:
                 **entry.model_dump(exclude={"memify_metadata"}),
             )
             for entry, score in hits
+        ]
+
+    async def _trace_hits(self, acting: Any, query: str, session_id: str | None, top_k: int) -> list[TraceRecallResponse]:
+        """The session's trace steps sharing tokens with ``query``: most shared first, ties oldest first, at most ``top_k``."""
+        tokens = tokenize(query)
+        if not tokens:
+            return []
+        session = await self._session_id(acting, session_id, None)
+        scored = [(len(tokens & tokenize(step.search_text())), step) for step in await self.sessions.get_traces(acting.id, session)]
+        ranked = sorted((pair for pair in scored if pair[0] > 0), key=lambda pair: -pair[0])[:top_k]
+        return [
+            TraceRecallResponse(session_id=session, matched_tokens=count, score=float(count), **step.model_dump(exclude={"kind"}))
+            for count, step in ranked
         ]
 
     async def _session_context(self, acting: Any, query: str, session_id: str | None, profile: str) -> list[SessionContextRecallResponse]:

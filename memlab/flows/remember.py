@@ -19,18 +19,29 @@ session's lessons reach permanent memory without an explicit call; a failure is 
 and the bridging stays. ``self_improvement=False`` leaves both to ``improve()``. With
 ``recall.feedback_influence`` above 0 both also apply the sessions' rated turns to the
 graph elements' feedback weights (:mod:`memlab.flows.feedback`).
+
+Agent trace steps are bridged beside the turns: each step becomes one document
+(:func:`trace_text`: its function, status, query, params, return value, error and
+outcome line; its ``memory_context`` is left out, since it came from memory).
+``improve()`` bridges every step of the named sessions (content-hash dedup skips those
+already stored; ``ImproveResult.traces`` counts them); a background run bridges the
+steps not yet sealed by the session's trace watermark (a context row
+``agent_trace_persist_watermark_state:<dataset_id>`` listing the bridged
+``sealed_ids``), then seals them. A step replaced in place under a sealed
+``trace_id`` is not bridged again by the background run (``improve()`` bridges it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memlab.datasets import Datasets
 from memlab.exceptions import DistillationCallsFailedError, ValidationError
-from memlab.models import Dataset, DistillResult, ImproveResult, RememberResult
+from memlab.models import Dataset, DistillResult, ImproveResult, RememberResult, SessionAgentTraceEntry
 from memlab.provenance import PERSIST_WATERMARK_KIND
 from memlab.relational import RelationalStore
 from memlab.session import SessionManager
@@ -41,7 +52,10 @@ if TYPE_CHECKING:
     from memlab.flows.feedback import FeedbackWeights
     from memlab.graph import Document, PermanentMemory
 
-__all__ = ["RememberFlows"]
+__all__ = ["TRACE_WATERMARK_KIND", "RememberFlows", "trace_text"]
+
+#: ``kind`` of the context row listing the agent trace steps of a session already bridged into a dataset
+TRACE_WATERMARK_KIND = "agent_trace_persist_watermark_state"
 
 logger = logging.getLogger("memlab.stack")
 
@@ -56,6 +70,27 @@ def _text_of(data: Any) -> str:
 
 def _turn_text(question: str, answer: str) -> str:
     return f"Question: {question}\nAnswer: {answer}" if question.strip() else answer
+
+
+def trace_text(step: SessionAgentTraceEntry) -> str:
+    """The document an agent trace step becomes in permanent memory (``memory_context`` left out: it came from memory)."""
+    returned = json.dumps(step.method_return_value, sort_keys=True) if step.method_return_value is not None else ""
+    fields = (
+        ("Query", step.memory_query),
+        ("Params", json.dumps(step.method_params, sort_keys=True) if step.method_params else ""),
+        ("Returned", returned),
+        ("Error", step.error_message),
+        ("Outcome", step.session_feedback),
+    )
+    return "\n".join([f"Agent step: {step.origin_function} ({step.status})"] + [f"{label}: {value}" for label, value in fields if value])
+
+
+def _sealed(rows: Sequence[dict[str, Any]], mark_id: str) -> set[str]:
+    """The trace ids the watermark row ``mark_id`` lists as bridged (none when absent or malformed)."""
+    for row in rows:
+        if row.get("id") == mark_id and row.get("kind") == TRACE_WATERMARK_KIND and isinstance(row.get("sealed_ids"), list):
+            return {str(item) for item in row["sealed_ids"]}
+    return set()
 
 
 def _session_tags(sessions: Sequence[str]) -> list[str]:
@@ -116,9 +151,9 @@ class RememberFlows:
         """See :meth:`memlab.MemoryStack.improve`."""
         if isinstance(session_ids, str) or not isinstance(session_ids, Sequence) or not session_ids:
             raise ValidationError(f"session_ids must be a non-empty list of session ids, got {session_ids!r}")
-        target, sessions, turns, documents = await self._session_documents(dataset, session_ids, user)
+        target, sessions, turns, traces, documents = await self._session_documents(dataset, session_ids, user)
         await self._apply_feedback(sessions, user)
-        if not turns:
+        if not turns and not traces:
             distilled = await self._distill(target, sessions, user)
             return ImproveResult(status="nothing_to_improve", dataset_id=target.id, session_ids=sessions, distilled=distilled)
         result = await self.memory().remember(target, documents, tags=_session_tags(sessions))
@@ -127,6 +162,7 @@ class RememberFlows:
             dataset_id=target.id,
             session_ids=sessions,
             turns=turns,
+            traces=traces,
             data_ids=result.data_ids,
             new_data_ids=result.new_data_ids,
             distilled=await self._distill(target, sessions, user),
@@ -159,22 +195,28 @@ class RememberFlows:
                     results.append(DistillResult(status="failed", session_id=session, dataset_id=target.id, error=f"{type(exc).__name__}: {exc}"))
         return results
 
-    async def _session_documents(self, dataset: Any, session_ids: Sequence[str], user: Any) -> tuple[Dataset, list[str], int, list["Document"]]:
-        """The dataset to write (created when missing), the resolved session ids, the answered-turn count, those turns as documents."""
+    async def _session_documents(
+        self, dataset: Any, session_ids: Sequence[str], user: Any
+    ) -> tuple[Dataset, list[str], int, int, list["Document"]]:
+        """The dataset to write (created when missing), the resolved session ids, the answered-turn and trace-step
+        counts, and those turns and steps as documents."""
         from memlab.graph import load_documents
 
         resolved = await self.users.resolve(user)
         target = await self.datasets.resolve(dataset, resolved, "write", create=True)
         sessions = [self.sessions.resolve_session_id(session_id) for session_id in session_ids]
         texts: list[str] = []
+        steps: list[str] = []
         for session in sessions:
             entries = await self.sessions.get_session(resolved.id, session_id=session)
             texts.extend(_turn_text(entry.question, entry.answer) for entry in entries if entry.answer.strip())
-        documents = await asyncio.to_thread(load_documents, texts) if texts else []
-        return target, sessions, len(texts), documents
+            steps.extend(trace_text(step) for step in await self.sessions.get_traces(resolved.id, session))
+        documents = await asyncio.to_thread(load_documents, texts + steps) if texts or steps else []
+        return target, sessions, len(texts), len(steps), documents
 
     async def _improve_in_background(self, dataset: Any, session: str, user: Any) -> None:
-        """Bridge the session's turns after its persist watermark into ``dataset``, raise the watermark, then distill.
+        """Bridge the session's turns after its persist watermark, and its trace steps not yet sealed, into ``dataset``,
+        raise the watermarks, then distill.
 
         The watermark (a context row ``session_persist_watermark_state:<dataset_id>``
         holding ``count``) is the number of the session's turns, in order, already
@@ -194,7 +236,11 @@ class RememberFlows:
         done = done if isinstance(done, int) and not isinstance(done, bool) and done >= 0 else 0
         entries = await self.sessions.get_session(resolved.id, session_id=session)
         texts = [_turn_text(entry.question, entry.answer) for entry in entries[done:] if entry.answer.strip()]
-        documents = await asyncio.to_thread(load_documents, texts) if texts else []
+        trace_mark_id = f"{TRACE_WATERMARK_KIND}:{target.id}"
+        sealed = _sealed(rows, trace_mark_id)
+        steps = [step for step in await self.sessions.get_traces(resolved.id, session) if step.trace_id not in sealed]
+        bridged = texts + [trace_text(step) for step in steps]
+        documents = await asyncio.to_thread(load_documents, bridged) if bridged else []
         hashes = {document.content_hash for document in documents}
         new = len(hashes) - len(await self.store.data.known_hashes(target.id, hashes))
         if new:
@@ -202,12 +248,17 @@ class RememberFlows:
         if len(entries) > done:
             mark = {"id": mark_id, "kind": PERSIST_WATERMARK_KIND, "dataset_id": str(target.id), "count": len(entries)}
             await self.sessions.add_context_entry(resolved.id, mark, session_id=session)
+        if steps:
+            sealed_ids = sorted(sealed | {step.trace_id for step in steps})
+            seal = {"id": trace_mark_id, "kind": TRACE_WATERMARK_KIND, "dataset_id": str(target.id), "sealed_ids": sealed_ids}
+            await self.sessions.add_context_entry(resolved.id, seal, session_id=session)
         distilled = await self._distill(target, [session], resolved)
         await self._apply_feedback([session], resolved)
         logger.info(
-            "self-improvement of session %r into dataset %s: %d new turn(s), %d new document(s) chunked, extracted and embedded, "
-            "distillation %s, in %.2f s",
-            session, target.id, len(texts), new, distilled[0].status if distilled else "off", asyncio.get_running_loop().time() - started,
+            "self-improvement of session %r into dataset %s: %d new turn(s), %d new trace step(s), %d new document(s) chunked, "
+            "extracted and embedded, distillation %s, in %.2f s",
+            session, target.id, len(texts), len(steps), new, distilled[0].status if distilled else "off",
+            asyncio.get_running_loop().time() - started,
         )
 
     def _schedule(self, dataset: Any, session: str, user: Any) -> None:

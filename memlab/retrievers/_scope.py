@@ -2,8 +2,8 @@
 
 Scope names: ``auto``, ``graph``, ``session``, ``trace``, ``session_context``, ``all``,
 ``session_first``, ``tools``, ``code`` and the deprecated ``graph_context`` (read as
-``graph``). ``trace``, ``tools`` and ``code`` are accepted names whose sources memlab does
-not have yet; the caller returns ``[]`` for them.
+``graph``). ``tools`` and ``code`` are names whose sources memlab does not have: the
+caller refuses them (``trace`` reads the session's agent trace steps).
 """
 
 from __future__ import annotations

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from memlab.datasets import MAIN_DATASET, Datasets
 from memlab.exceptions import SessionPreconditionError, ValidationError
 from memlab.lifecycle import Lifecycle
-from memlab.models import DistillResult, SessionQAEntry
-from memlab.session._manager import SessionManager, check_last_n
+from memlab.models import DistillResult, SessionAgentTraceEntry, SessionQAEntry
+from memlab.session._manager import SessionManager, check_last_n, trace_entry
 from memlab.users import Users
 
 
@@ -75,6 +75,24 @@ class SessionAPI:
         """Remove a turn's feedback; True whenever the turn exists."""
         user_id, session = await self.resolve(session_id, user)
         return await self._manager.delete_feedback(user_id, qa_id, session_id=session)
+
+    async def add_trace(
+        self, session_id: str | None, entry: SessionAgentTraceEntry | Mapping[str, Any], user: Any = None
+    ) -> str | None:
+        """Store one agent trace step in the session (an omitted id: as :meth:`get_session`); returns its ``trace_id``.
+
+        ``entry`` as :meth:`memlab.session.SessionManager.add_trace` takes it; an invalid
+        one raises ``SessionParameterValidationError`` before the user is resolved. None
+        when the cache is off or unreachable.
+        """
+        step = trace_entry(entry)
+        user_id, session = await self.resolve(session_id, user)
+        return await self._manager.add_trace(user_id, session, step)
+
+    async def get_traces(self, session_id: str | None = None, user: Any = None) -> list[SessionAgentTraceEntry]:
+        """The session's agent trace steps, first stored first; ``[]`` when none or the cache is unavailable."""
+        user_id, session = await self.resolve(session_id, user)
+        return await self._manager.get_traces(user_id, session)
 
     async def distill_session(
         self, session_id: str, dataset: Any = None, user: Any = None, max_batches: int | None = None

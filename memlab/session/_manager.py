@@ -30,7 +30,7 @@ from memlab._clock import Clock, SystemClock
 from memlab.lifecycle import Lifecycle
 from memlab.session._guidance import Guidance
 from memlab.exceptions import BackendError, SessionLockTimeout, SessionParameterValidationError, SessionQAEntryValidationError
-from memlab.models import SessionContextEntry, SessionFeedbackEntry, SessionQAEntry
+from memlab.models import SessionAgentTraceEntry, SessionContextEntry, SessionFeedbackEntry, SessionQAEntry
 from memlab.session.retrievers import KeywordSessionRetriever, SessionIndex, SessionRetriever
 from memlab.validation import check_id, check_text
 
@@ -76,6 +76,35 @@ def _check_dataset_id(dataset_id: Any) -> uuid.UUID | None:
     return dataset_id
 
 
+def trace_entry(entry: Any) -> SessionAgentTraceEntry:
+    """``entry`` as a trace step: a :class:`~memlab.models.SessionAgentTraceEntry` as is, a mapping validated;
+    anything else, or an invalid mapping, raises ``SessionParameterValidationError``."""
+    if isinstance(entry, SessionAgentTraceEntry):
+        return entry
+    if not isinstance(entry, Mapping):
+        raise SessionParameterValidationError(f"entry must be a SessionAgentTraceEntry or a mapping, got {type(entry).__name__} {entry!r}"[:400])
+    try:
+        return SessionAgentTraceEntry.model_validate(dict(entry))
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']} (got {error.get('input')!r})"[:300] for error in exc.errors()
+        )
+        raise SessionParameterValidationError(f"invalid trace entry: {problems}"[:600]) from None
+
+
+def trace_entries(rows: Iterable[Mapping[str, Any]]) -> list[SessionAgentTraceEntry]:
+    """The trace steps among session-context rows (``kind == "trace"``), in order; invalid rows are logged and skipped."""
+    found = []
+    for row in rows:
+        if row.get("kind") != "trace":
+            continue
+        try:
+            found.append(SessionAgentTraceEntry.model_validate(row))
+        except pydantic.ValidationError as exc:
+            logger.warning("skipping an unreadable trace row %r: %s", row.get("id"), exc.errors()[0]["msg"])
+    return found
+
+
 class SessionManager:
     """Session reads and writes for one cache backend (or None: caching off)."""
 
@@ -98,7 +127,8 @@ class SessionManager:
         self._activity = activity
         self._activity_warned = False
         #: this manager's session guidance (load, serve, update, score)
-        self.guidance = Guidance(self, clock or (cache.clock if cache is not None else SystemClock()))
+        self._clock: Clock = clock or (cache.clock if cache is not None else SystemClock())
+        self.guidance = Guidance(self, self._clock)
         self.default_session_id = default_session_id
         self.dataset_id = _check_dataset_id(dataset_id)
         self._indexes: OrderedDict[tuple[str, str], SessionIndex] = OrderedDict()
@@ -391,6 +421,35 @@ class SessionManager:
         return await self._fail_open(
             "delete_context_entry", False, lambda cache: cache.delete_session_context_entry(user, session, entry)
         )
+
+    # -- agent traces ------------------------------------------------------------------
+
+    async def add_trace(
+        self, user_id: Any, session_id: str | None, entry: SessionAgentTraceEntry | Mapping[str, Any]
+    ) -> str | None:
+        """Store one agent trace step; returns its ``trace_id`` (None when the cache is unavailable).
+
+        The step is a session-context row of ``kind="trace"`` (id ``"trace:" + trace_id``):
+        it lives under the session's TTL on every backend, a write slides the session's
+        context rows, and adding a ``trace_id`` again replaces the step in place.
+        ``created_at`` is stamped now unless given; ``updated_at`` is now. A mapping is
+        validated as :class:`~memlab.models.SessionAgentTraceEntry`; an invalid one raises
+        ``SessionParameterValidationError`` naming the field, before any I/O.
+        """
+        user, session = self._ids(user_id, session_id)
+        step = trace_entry(entry)
+        now = self._clock.now().isoformat()
+        step = step.model_copy(update={"created_at": step.created_at or now, "updated_at": now})
+        payload = step.as_row()
+        stored = await self._fail_open("add_trace", None, lambda cache: cache.create_session_context_entry(user, session, payload))
+        if stored is None:
+            return None
+        await self._record(user, session, None)
+        return step.trace_id
+
+    async def get_traces(self, user_id: Any, session_id: str | None = None) -> list[SessionAgentTraceEntry]:
+        """The session's trace steps in the order first stored; ``[]`` when none or the cache is unavailable (invalid rows skipped)."""
+        return trace_entries(await self.get_context_entries(user_id, session_id=session_id))
 
     # -- session recall ----------------------------------------------------------------
 

@@ -47,7 +47,8 @@ import pytest
 
 from memlab.cache import CacheBackend, QALog
 from memlab.exceptions import SessionParameterValidationError, SessionQAEntryValidationError, ValidationError
-from memlab.models import SessionQAEntry
+from memlab.models import SessionAgentTraceEntry, SessionQAEntry
+from memlab.session import trace_entries
 from memlab.testing._clock import FakeClock
 from memlab.ttl import LazySlackTTL, NoTTL, SlidingTTL, TTLPolicy
 
@@ -119,6 +120,23 @@ def _stored_id(entry: SessionQAEntry) -> str:
     if entry.qa_id is None:
         raise AssertionError(f"the backend returned a stored turn without a qa_id: {entry!r}")
     return entry.qa_id
+
+
+def _step(trace_id: str, **fields: Any) -> SessionAgentTraceEntry:
+    """An agent trace step with JSON-heavy params and return value (what the session manager stores)."""
+    fields.setdefault("origin_function", f"tool_{trace_id}")
+    fields.setdefault("status", "success")
+    fields.setdefault("method_params", {"query": f"find {trace_id}", "limit": 3, "filters": {"tags": ["a", "b"], "exact": True}})
+    fields.setdefault("method_return_value", [{"id": trace_id, "score": 0.5}, None])
+    return SessionAgentTraceEntry(trace_id=trace_id, created_at="2026-01-01T00:00:00+00:00", **fields)
+
+
+async def _trace(backend: CacheBackend, step: SessionAgentTraceEntry, user: str = U, session: str = S) -> str:
+    return await backend.create_session_context_entry(user, session, step.as_row())
+
+
+async def _traces(backend: CacheBackend, user: str = U, session: str = S) -> list[SessionAgentTraceEntry]:
+    return trace_entries(await backend.get_session_context_entries(user, session))
 
 
 async def _qa_ids(backend: CacheBackend, user: str = U, session: str = S) -> list[str]:
@@ -593,6 +611,51 @@ class CacheBackendSuite:
         assert await _ctx_ids(backend) == ["c1", "c3"]
         await _ctx(backend, "c2")  # re-created: goes to the end
         assert await _ctx_ids(backend) == ["c1", "c3", "c2"]
+
+    # -- agent trace steps (context rows of kind "trace") ------------------------------
+
+    async def test_traces_round_trip_in_order_beside_guidance(self, backend, clock):
+        first, second = _step("t1"), _step("t2", status="error", error_message="timeout", method_return_value=None)
+        await _ctx(backend, "c1", content="a rule")
+        assert await _trace(backend, first) == "trace:t1"
+        clock.advance(1)
+        await _trace(backend, second)
+        await _ctx(backend, "c2", content="another rule")
+        assert await _traces(backend) == [first, second]
+        assert await _ctx_ids(backend) == ["c1", "trace:t1", "trace:t2", "c2"]
+        replaced = _step("t1", session_feedback="retried")
+        await _trace(backend, replaced)  # the same trace_id: replaced in place
+        assert await _traces(backend) == [replaced, second]
+        assert await _traces(backend, session=S2) == [] and await _traces(backend, user=U2) == []
+
+    @_EXPIRING_POLICIES
+    async def test_traces_expire_with_the_session_ttl(self, backend, clock, ttl):
+        await _trace(backend, _step("t1"))
+        await _qa(backend, "q1")
+        clock.advance(ttl.seconds - 0.001)
+        assert [step.trace_id for step in await _traces(backend)] == ["t1"]
+        clock.advance(0.001)
+        assert await _traces(backend) == []
+        assert await backend.delete_session(U, S) is False  # nothing live was left
+
+    @_EXPIRING_POLICIES
+    async def test_trace_writes_slide_the_context_expiry(self, backend, clock, ttl):
+        await _trace(backend, _step("t1"))
+        clock.advance(_restamp_due(ttl))
+        await _trace(backend, _step("t2"))
+        clock.advance(_live_for(ttl) - 1)  # past the first write's TTL, within the slid one
+        assert [step.trace_id for step in await _traces(backend)] == ["t1", "t2"]
+        clock.advance(ttl.seconds - _live_for(ttl) + 1)
+        assert await _traces(backend) == []
+
+    async def test_delete_session_removes_traces(self, backend):
+        await _trace(backend, _step("t1"))
+        await _trace(backend, _step("t1"), session=S2)
+        assert await backend.delete_session(U, S) is True  # traces alone count
+        assert await _traces(backend) == []
+        assert [step.trace_id for step in await _traces(backend, session=S2)] == ["t1"]
+        await _trace(backend, _step("t2"))  # the session starts over
+        assert [step.trace_id for step in await _traces(backend)] == ["t2"]
 
     # -- read_qa_log -------------------------------------------------------------------
 
