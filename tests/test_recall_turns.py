@@ -174,3 +174,26 @@ async def test_recall_options_memlab_does_not_implement_are_refused_before_anyth
     with pytest.raises(ValidationError, match=match):
         await stack.recall("Who discovered Polonium?", session_id="s", **option)
     assert await stack.session.get_session("s") == []
+
+
+async def test_a_recall_turn_opens_in_the_turn_inspector_with_its_lanes_and_phases(tmp_path):
+    from memlab.widgets import TurnInspector
+
+    async with _stack(tmp_path, "concurrent") as stack:
+        await stack.remember([CURIE, TURING])
+        await _ask(stack, "recall", "Who discovered Polonium?")
+        second = await _ask(stack, "recall", "And when?")
+        inspector = TurnInspector(stack, "s", second.raw["qa_id"])
+        await inspector.refresh()
+        assert inspector.trace["lanes"]["rewrite"] is not None and inspector.trace["phases"] == second.raw["turn"]["phases"]
+        assert "And when?" in inspector.facts.value
+
+
+async def test_a_grid_compares_the_modes_through_recall(tmp_path):
+    from memlab.experiments import Grid
+
+    base = fast_config(tmp_path / "base")
+    grid = Grid(base, {"analysis.search_mode": ["concurrent", "off"]}, ModesConversation(turns=6, documents=4, entry="recall"))
+    frame = await grid.run(progress=False)
+    calls = frame[frame["metric"] == "analysis_calls"].set_index("analysis.search_mode")["value"]
+    assert calls["concurrent"] > 0 and calls["off"] == 0 and set(frame["status"]) == {"ok"}
