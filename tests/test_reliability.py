@@ -193,7 +193,7 @@ async def test_close_waits_for_background_improvement_and_logs_what_ran(tmp_path
         with caplog.at_level(logging.INFO, logger="memlab.stack"):
             await stack.close()
     messages = [record.getMessage() for record in caplog.records]
-    assert any("self-improvement of session 's'" in message and "1 new turn(s), 1 new document(s)" in message for message in messages)
+    assert any("self-improvement of session 's'" in message and "1 new turn(s), 0 new trace step(s), 1 new document(s)" in message for message in messages)
     assert any("self-improvement finished in" in message for message in messages)
     async with MemoryStack.from_config(fast_config(tmp_path)) as again:
         assert len(await again.datasets.list_data("main_dataset")) == 1
