@@ -58,15 +58,13 @@ class RecallOptions:
                 raise ValidationError(f"system_prompt must be None or non-blank text, got {system_prompt!r}")
         if context_profile not in CONTEXT_PROFILES:
             raise ValidationError(f"context_profile must be one of {', '.join(CONTEXT_PROFILES)}, got {context_profile!r}")
-        given = {
-            "node_name": node_name is not None,
-            "node_name_filter_operator": node_name_filter_operator != "OR",
-            "include_references": include_references is not False,
-        }
-        values = {"node_name": node_name, "node_name_filter_operator": node_name_filter_operator, "include_references": include_references}
-        for name, set_ in given.items():
-            if set_:
-                raise ValidationError(f"recall option {name}={values[name]!r} is not implemented: {_REFUSED[name]}")
+        for name, value, default in (
+            ("node_name", node_name, None),
+            ("node_name_filter_operator", node_name_filter_operator, "OR"),
+            ("include_references", include_references, False),
+        ):
+            if type(value) is not type(default) or value != default:
+                raise ValidationError(f"recall option {name}={value!r} is not implemented: {_REFUSED[name]}")
         if feedback_influence is not None and (
             isinstance(feedback_influence, bool) or not isinstance(feedback_influence, (int, float)) or not 0 <= feedback_influence <= 1
         ):

@@ -396,45 +396,28 @@ class TurnRunner:
         mode, reason = self.choose(search_type, retriever, batch=batch)
         recorder = self.usage
         async with self.manager.turn_lock(user_id, session_id):
+            port = SessionTurn(
+                self,
+                query,
+                retriever,
+                scope,
+                user_id=user_id,
+                session_id=session_id,
+                mode=mode.name,
+                requested_mode=self.analysis.name,
+                fallback_reason=reason,
+                source=source,
+                search_type=search_type,
+                response_model=response_model,
+            )
             metering = recorder.metered(user_id, session_id, _single_dataset(scope)) if recorder is not None else contextlib.nullcontext(None)
             async with metering as metered:
-                result = await self._turn(mode, reason, query, search_type, retriever, scope, user_id, session_id, source, response_model,
-                                          usage="off" if metered is None or metered.outcome == "off" else None)
+                if metered is None or metered.outcome == "off":  # known before the turn is stored
+                    port.note(usage="off")
+                await self.manager.record_activity(user_id, session_id, _single_dataset(scope), read=scope.dataset_ids)  # before retrieval: memlab.provenance
+                result = await mode.run(port)
             if metered is not None and metered.outcome != "off":
                 result.record["usage"] = metered.outcome
                 if metered.outcome in ("post_end", "failed") and result.qa_id is not None:  # known only now: said on the stored turn
                     await self.manager.update_qa(user_id, result.qa_id, session_id=session_id, memify_metadata={"turn_usage": metered.outcome})
         return result
-
-    async def _turn(
-        self,
-        mode: AnalysisMode,
-        reason: str | None,
-        query: str,
-        search_type: SearchType,
-        retriever: Any,
-        scope: RetrievalScope,
-        user_id: str,
-        session_id: str,
-        source: str,
-        response_model: Any,
-        *,
-        usage: str | None,
-    ) -> TurnResult:
-        await self.manager.record_activity(user_id, session_id, _single_dataset(scope), read=scope.dataset_ids)  # before retrieval: memlab.provenance
-        port = SessionTurn(
-            self,
-            query,
-            retriever,
-            scope,
-            user_id=user_id,
-            session_id=session_id,
-            mode=mode.name,
-            requested_mode=self.analysis.name,
-            fallback_reason=reason,
-            source=source,
-            search_type=search_type,
-            response_model=response_model,
-        )
-        port.note(usage=usage)
-        return await mode.run(port)
