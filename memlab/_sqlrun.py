@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import operator
 import random
 import sqlite3
 import time
@@ -88,16 +89,26 @@ class CompiledStatements:
     """Named Core statements compiled for one dialect: ``(sql, parameter order, defaults)``."""
 
     def __init__(self, dialect: Any, statements: dict[str, ClauseElement]) -> None:
-        self._compiled: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {}
+        self._compiled: dict[str, tuple[str, Callable[[dict[str, Any]], tuple[Any, ...]], dict[str, Any]]] = {}
         for name, statement in statements.items():
             compiled = cast(SQLCompiler, statement.compile(dialect=dialect))
             defaults = {key: value for key, value in compiled.params.items() if not compiled.binds[key].required}
-            self._compiled[name] = (compiled.string, tuple(compiled.positiontup or ()), defaults)
+            self._compiled[name] = (compiled.string, _picker(tuple(compiled.positiontup or ())), defaults)
 
     def bind(self, name: str, params: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
-        sql, order, defaults = self._compiled[name]
-        merged = {**defaults, **params} if defaults else params
-        return sql, tuple(merged[key] for key in order)
+        """``(sql, positional arguments)``; a parameter missing from ``params`` and the defaults raises ``KeyError``."""
+        sql, pick, defaults = self._compiled[name]
+        return sql, pick({**defaults, **params} if defaults else params)
+
+
+def _picker(order: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """The values of ``order``'s keys as a tuple, in that order (``operator.itemgetter``, which returns a bare value for one key)."""
+    if not order:
+        return lambda params: ()
+    if len(order) == 1:
+        key = order[0]
+        return lambda params: (params[key],)
+    return operator.itemgetter(*order)
 
 
 class DB:
@@ -127,6 +138,11 @@ class DB:
     def raw(self, sql: str) -> None:
         self._conn.cursor().execute(sql)
 
+    @property
+    def connection(self) -> Any:
+        """The DBAPI connection the transaction runs on."""
+        return self._conn
+
 
 def is_integrity_error(exc: BaseException) -> bool:
     """True for a unique/foreign-key violation from any supported driver."""
@@ -148,6 +164,14 @@ def _sqlite_transaction(dbapi_connection: Any, statements: CompiledStatements, f
         raise
     cursor.execute("COMMIT")
     return result
+
+
+def _counted(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> tuple[list[tuple], int]:
+    """``(rows, rows changed)`` of one statement; counted by ``total_changes``, which sees
+    a ``WITH ... INSERT`` too (``cursor.rowcount`` is -1 for a statement starting with ``WITH``)."""
+    before = conn.total_changes
+    rows = conn.execute(sql, args).fetchall()
+    return rows, conn.total_changes - before
 
 
 class SQLiteRunner:
@@ -231,16 +255,53 @@ class SQLiteRunner:
             )
 
     async def execute(self, name: str, params: dict[str, Any], *, write: bool) -> list[tuple]:
-        """One named statement in its own transaction; its rows."""
-        return await self.run(lambda db: db.rows(name, **params), write=write)
+        """One named statement in its own transaction; its rows.
+
+        Uncontended, the statement runs alone in autocommit mode: SQLite makes one
+        statement its own transaction (one snapshot for a read; all or nothing for a
+        write), so no ``BEGIN``/``COMMIT`` is sent (each costs a statement execution).
+        """
+        return (await self._single(name, params, write))[0]
+
+    async def execute_write(self, name: str, params: dict[str, Any]) -> int:
+        """One named write in its own transaction; the affected row count."""
+        return (await self._single(name, params, True))[1]
+
+    async def _single(self, name: str, params: dict[str, Any], write: bool) -> tuple[list[tuple], int]:
+        statements = self.statements
+        if self._inline is None or statements is None:
+            raise RuntimeError(f"SQLite store {self.path} is not open")
+        try:
+            return _counted(self._inline, *statements.bind(name, params))
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):  # busy: nothing was written; wait for the lock off the loop
+                raise
+
+        def work(db: DB) -> tuple[list[tuple], int]:  # on the slow path's DBAPI adapter: count with changes()
+            rows = db.connection.cursor()
+            rows.execute(*statements.bind(name, params))
+            found = rows.fetchall()
+            counter = db.connection.cursor()
+            counter.execute("SELECT changes()")
+            return found, counter.fetchone()[0]
+
+        return await self.run(work, write=write, inline=False)
 
     async def run_ddl(self, fn: Callable[[Any], T]) -> T:
-        """Run schema work (``fn(sync_connection)``) through SQLAlchemy, off the loop."""
+        """Run schema work (``fn(sync_connection)``) through SQLAlchemy, off the loop.
+
+        Then the inline connection reads the new schema: a statement it prepares for
+        the first time is compiled against the schema it last read, and an
+        ``ON CONFLICT`` target that only the new schema has would fail at prepare
+        (SQLite re-prepares on a changed schema only once a statement runs).
+        """
         async with self._slow_lock:
             conn = await self._slow_connection()
             result = await conn.run_sync(fn)
             await conn.commit()
-            return result
+        if self._inline is not None:
+            self._inline.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        return result
 
     async def close(self) -> None:
         if self._async_conn is not None:
