@@ -164,10 +164,10 @@ class SQLCache(CacheBackend):
         return "", {"ttl_on": True, "cutoff": cutoff.timestamp()}
 
     async def _write_fast(self, kind: str, user_id, session_id, key, payload, now) -> bool:
-        """PostgreSQL's one-statement write; False when the general path must run."""
-        if self.dialect != "postgresql":
-            return False
+        """The one-statement write (:func:`~memlab.cache._sql.statements._fast_writes`); False when the general path must run."""
         variant, ttl = self._fast_ttl(now)
+        if variant and self.dialect != "postgresql":
+            return False  # a re-stamp in the same statement needs PostgreSQL's data-modifying CTE
         stamp = now.timestamp()
         params = {"user_id": user_id, "session_id": session_id, "key": key, "payload": payload, "created_at": stamp, "now": stamp}
         written = await self._open_runner().execute_write(f"{kind}_write_fast{variant}", {**params, **ttl})
