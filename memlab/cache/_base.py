@@ -378,10 +378,13 @@ class CacheBackend(abc.ABC):
         except Exception as exc:
             raise CacheConnectionError(f"{self.name} cache failed during {op}: {type(exc).__name__}: {exc}") from exc
 
-    def _parse_qa(self, payloads: list[str]) -> list[SessionQAEntry]:
+    def _parse_qa(self, payloads: list[str] | list[bytes]) -> list[SessionQAEntry]:
+        """The turns of stored JSON payloads (``str``, or UTF-8 ``bytes`` as a server sends them), one validation pass."""
         if not payloads:
             return []
         try:
+            if isinstance(payloads[0], bytes):
+                return _QA_LIST.validate_json(b"[" + b",".join(payloads) + b"]")
             return _QA_LIST.validate_json("[" + ",".join(payloads) + "]")
         except (pydantic.ValidationError, ValueError):
             pass  # at least one row is unreadable: parse one by one, skipping those
@@ -406,8 +409,8 @@ class CacheBackend(abc.ABC):
         """Scoped purge if the QA kind is dead, append, restamp per policy. Atomic."""
 
     @abc.abstractmethod
-    async def _read_qa(self, user_id: str, session_id: str, last_n: int | None, now: datetime) -> list[str]:
-        """Payloads of the last ``last_n`` (None: all) live turns, oldest first."""
+    async def _read_qa(self, user_id: str, session_id: str, last_n: int | None, now: datetime) -> list[str] | list[bytes]:
+        """Payloads of the last ``last_n`` (None: all) live turns, oldest first (``str``, or UTF-8 ``bytes`` as a server sent them)."""
 
     @abc.abstractmethod
     async def _read_qa_log(

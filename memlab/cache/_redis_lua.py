@@ -1,7 +1,7 @@
-"""Lua scripts of the Redis cache: every session operation except a QA read is one of them.
+"""Lua scripts of the Redis cache: every session operation is one of them.
 
-``PRELUDE`` (shared helpers) is prepended to every body; ``SCRIPTS`` maps the
-operation name to its body.
+``PRELUDE`` (shared helpers) is prepended to every body in ``SCRIPTS``, which maps
+the operation name to its body; :data:`READ_QA`, the hot read, runs without it.
 """
 
 # --------------------------------------------------------------------------------------------
@@ -21,8 +21,9 @@ local function ms_left(exp, now)
   if ms < 0 then ms = 0 end
   return ms + GRACE_MS
 end
-local function touch_meta(meta, now)
-  local f = redis.call('HMGET', meta, 'qa_epoch', 'qa_exp', 'ctx_seq', 'ctx_exp')
+-- f: the meta's {qa_epoch, qa_exp, ctx_seq, ctx_exp} as this script left them, or nil to read them
+local function touch_meta(meta, now, f)
+  f = f or redis.call('HMGET', meta, 'qa_epoch', 'qa_exp', 'ctx_seq', 'ctx_exp')
   if not f[1] and not f[3] then redis.call('DEL', meta) return end
   local best = nil
   for i = 1, 3, 2 do
@@ -34,7 +35,8 @@ local function touch_meta(meta, now)
   end
   redis.call('PEXPIRE', meta, string.format('%d', best))
 end
-local function slide(meta, field, cur, data, now, rule, p1, p2)
+-- f (optional): the meta's four fields as touch_meta takes them, `field`'s own slot updated here
+local function slide(meta, field, cur, data, now, rule, p1, p2, f)
   if rule == 'T' and ((not cur) or tonumber(cur) < tonumber(p1)) then
     redis.call('HSET', meta, field, p2)
     cur = p2
@@ -43,7 +45,8 @@ local function slide(meta, field, cur, data, now, rule, p1, p2)
     local ms = string.format('%d', ms_left(cur, now))
     for _, key in ipairs(data) do redis.call('PEXPIRE', key, ms) end
   end
-  touch_meta(meta, now)
+  if f then f[field == 'qa_exp' and 2 or 4] = cur end
+  touch_meta(meta, now, f)
 end
 local now, rule, p1, p2 = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 """
@@ -51,20 +54,28 @@ local now, rule, p1, p2 = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 # KEYS meta qa qa_index | ARGV now rule p1 p2 qa_id payload new_epoch
 _APPEND_QA = r"""
 local meta, list, idx = KEYS[1], KEYS[2], KEYS[3]
-local st = redis.call('HMGET', meta, 'qa_epoch', 'qa_exp')
+local st = redis.call('HMGET', meta, 'qa_epoch', 'qa_exp', 'ctx_seq', 'ctx_exp')
 local exp = st[2]
 if (not st[1]) or dead(exp, now) then
   redis.call('DEL', list, idx)
   redis.call('HDEL', meta, 'qa_exp')
   redis.call('HSET', meta, 'qa_epoch', ARGV[7])
-  exp = false
+  st[1], exp = ARGV[7], false
 elseif redis.call('HEXISTS', idx, ARGV[5]) == 1 then
   return 'dup'
 end
 local n = redis.call('RPUSH', list, ARGV[6])
 redis.call('HSET', idx, ARGV[5], n - 1)
-slide(meta, 'qa_exp', exp, {list, idx}, now, rule, p1, p2)
+slide(meta, 'qa_exp', exp, {list, idx}, now, rule, p1, p2, st)
 return 'ok'
+"""
+
+# KEYS meta qa | ARGV now start  -> the payloads from list index `start` on ({} when dead or missing).
+# No prelude: the read defines nothing it does not use.
+READ_QA = r"""
+local st = redis.call('HMGET', KEYS[1], 'qa_epoch', 'qa_exp')
+if (not st[1]) or (st[2] and tonumber(st[2]) <= tonumber(ARGV[1])) then return {} end
+return redis.call('LRANGE', KEYS[2], tonumber(ARGV[2]), -1)
 """
 
 # KEYS meta qa | ARGV now cursor_epoch cursor_len  -> false (dead) | {epoch, len, reset, payloads}
