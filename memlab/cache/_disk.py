@@ -118,6 +118,11 @@ _INSERT = (
     "INSERT INTO Cache (key, raw, store_time, expire_time, access_time, access_count, tag, size, mode, filename, value)"
     f" VALUES (?, 1, ?, NULL, ?, 0, NULL, 0, {_MODE_RAW}, NULL, ?)"
 )
+#: a turn's row and its id row in one statement (all or nothing: a taken qa_id inserts neither)
+_INSERT_TURN = (
+    "INSERT INTO Cache (key, raw, store_time, expire_time, access_time, access_count, tag, size, mode, filename, value)"
+    f" VALUES (?, 1, ?, NULL, ?, 0, NULL, 0, {_MODE_RAW}, NULL, ?), (?, 1, ?, NULL, ?, 0, NULL, 0, {_MODE_RAW}, NULL, ?)"
+)
 _UPDATE = f"UPDATE Cache SET store_time = ?, value = ?, mode = {_MODE_RAW}, size = 0 WHERE key = ? AND raw = 1"
 _DELETE = "DELETE FROM Cache WHERE key = ? AND raw = 1"
 _DELETE_RANGE = "DELETE FROM Cache WHERE key >= ? AND key < ? AND raw = 1"
@@ -437,9 +442,8 @@ class DiskCache(CacheBackend):
             meta = self._prepare_write(con, keys, now)
             stamp = time.time()
             seq = meta.next
-            con.execute(_INSERT, (keys.row(seq), stamp, stamp, payload))
             try:
-                con.execute(_INSERT, (keys.ids + qa_id, stamp, stamp, seq))
+                con.execute(_INSERT_TURN, (keys.row(seq), stamp, stamp, payload, keys.ids + qa_id, stamp, stamp, seq))
             except sqlite3.IntegrityError:
                 raise SessionQAEntryValidationError(f"qa_id {qa_id!r} already exists in this session") from None
             meta.next = seq + 1
