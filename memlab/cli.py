@@ -155,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     cache.add_argument("--sessions", type=_positive_int, default=100, help="sessions in the multi-session run (default: 100)")
     cache.add_argument("--per-session", type=_positive_int, default=20, help="appends per session in that run (default: 20)")
     cache.add_argument("--no-raw", action="store_true", help="skip the raw ceilings")
+    cache.add_argument(
+        "--no-breakdown", action="store_true", help="skip the per-call breakdown of where the time goes (store, decode, memlab's own)"
+    )
 
     ingest = benches.add_parser(
         "ingest",
@@ -401,6 +404,7 @@ def _bench_cache(args: argparse.Namespace) -> int:
         sessions=args.sessions,
         per_session=args.per_session,
         raw_ceiling=not args.no_raw,
+        breakdown=not args.no_breakdown,
     )
     progress = _progress(args)
     rows = run_bench_cache(spec, progress=progress)

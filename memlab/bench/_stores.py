@@ -351,15 +351,15 @@ class RawPostgresEqualWork(Subject):
     **Differences from memlab** (each one either leaves the database work as it
     is or is work memlab's contract does not need here):
 
-    * Plain equality predicates. memlab writes each session predicate as a
-      row-value range over the index (``(user_id, session_id, seq) > ($1, $2,
-      -1) AND (user_id, session_id) <= ($1, $2) AND user_id BETWEEN $1 AND $1``)
-      to steer PostgreSQL's generic plans; on this connection's settings (memlab's
-      own, :data:`SERVER_SETTINGS`) the plain form gets the same plans: the
-      state row by its primary key, the last 10 by a backward scan of ``(user_id,
-      session_id, seq)``, touching the same buffers. The range form still costs
-      the server more per read (EXPLAIN ANALYZE execution, 1,000-turn session, 2
-      cores: ~57 µs vs ~34 µs); on appends the two forms execute alike (~47 µs).
+    * Plain equality predicates. memlab adds ``user_id BETWEEN $1 AND $1`` to each
+      session predicate and orders by the whole index key, so that PostgreSQL's
+      generic plan stays on the session index when statistics are skewed (one
+      session or user holding most rows: there the plain form's generic plan walks
+      the ``seq`` primary key and a small session's read takes milliseconds). On
+      this benchmark's even table both forms get the same plans (the state row by
+      its primary key, the last 10 by a backward scan of ``(user_id, session_id,
+      seq)``), touching the same buffers; the extra range qual costs the server a
+      few µs per read.
     * The kind, ``LIMIT 10`` and the TTL policy are literals or fixed (memlab
       binds them, and computes the policy's cutoff per call).
     * The read returns asyncpg records; memlab parses them into

@@ -127,19 +127,18 @@ def test_rows_take_medians_and_judge_targets():
         _fake_repeat(7_000, 9_000, 2_500, 1e-4, 1e-4),
     ]
     rows = {row["operation"]: row for row in bench._rows_for("sqlite", spec, repeats, [None] * 3)}
-    assert rows["append"]["ops_per_s"] == 6_000 and rows["append"]["extra"]["status"] == "PASS"
+    assert rows["append"]["ops_per_s"] == 6_000 and rows["append"]["extra"]["status"] is None  # judged against its ceiling
     assert rows["append"]["extra"]["runs"] == [4_000, 6_000, 7_000]
     assert rows["append"]["extra"]["flatness_ratio"] == pytest.approx(1.0)
     assert rows["append"]["extra"]["flatness_status"] == "PASS"
-    assert rows["read_last_10"]["ops_per_s"] == 20_000 and rows["read_last_10"]["extra"]["status"] == "PASS"
+    assert rows["read_last_10"]["ops_per_s"] == 20_000 and rows["read_last_10"]["extra"]["status"] is None
     assert rows["read_last_10"]["extra"]["flatness_status"] is None  # no read-flatness goal for sqlite
     assert rows["recall"]["ops_per_s"] == 1_500 and rows["recall"]["extra"]["status"] == "MISS"
     assert rows["multi_append"]["n"] == 2_000 and rows["multi_append"]["extra"]["status"] is None
     assert "storage" not in rows
 
     fs = {row["operation"]: row for row in bench._rows_for("fs", spec, repeats, [None] * 3)}
-    assert fs["append"]["extra"]["target"] == 3_000 and fs["append"]["extra"]["status"] == "PASS"
-    assert fs["read_last_10"]["extra"]["target"] == 10_000 and fs["read_last_10"]["extra"]["flatness_status"] == "PASS"
+    assert fs["append"]["extra"]["target"] is None and fs["read_last_10"]["extra"]["flatness_status"] == "PASS"
 
     memory = {row["operation"]: row for row in bench._rows_for("memory", spec, repeats, [None] * 3)}
     assert memory["append"]["extra"]["status"] is None  # no goals for memory
@@ -163,7 +162,7 @@ def test_storage_row_reports_bytes_per_turn_and_growth():
 
 def test_backends_are_judged_against_their_ceiling_repeat_by_repeat():
     spec = CacheBenchSpec(repeats=3)
-    ours = [_fake_repeat(a, r, 1, 1e-4, 1e-4) for a, r in ((900, 700), (1800, 1400), (900, 700))]
+    ours = [_fake_repeat(a, r, 1, 1e-4, 1e-4) for a, r in ((900, 600), (1800, 1200), (900, 600))]
     theirs = [_fake_repeat(a, r, 1, 1e-4, 1e-4) for a, r in ((1000, 1000), (2000, 2000), (1000, 1000))]
     for repeat in theirs:
         del repeat["recall"]  # the ceilings do no recall
@@ -172,8 +171,8 @@ def test_backends_are_judged_against_their_ceiling_repeat_by_repeat():
     by = {(row["backend"], row["operation"]): row["extra"] for row in rows}
     assert by[("redis", "append")]["of_raw"] == pytest.approx(0.9)
     assert by[("redis", "append")]["status"] == "PASS" and by[("redis", "append")]["target_of_raw"] == 0.8
-    assert by[("redis", "read_last_10")]["of_raw"] == pytest.approx(0.7)
-    assert by[("redis", "read_last_10")]["status"] == "MISS"
+    assert by[("redis", "read_last_10")]["of_raw"] == pytest.approx(0.6)
+    assert by[("redis", "read_last_10")]["status"] == "MISS" and by[("redis", "read_last_10")]["target_of_raw"] == 0.7
     assert by[("redis", "multi_append")]["status"] is None and by[("redis", "multi_append")]["of_raw"] == pytest.approx(0.9)
     assert "of_raw" not in by[("redis", "recall")]
     assert "of_raw" not in by[("raw-redis", "append")]
@@ -183,10 +182,10 @@ def test_postgres_ceilings_are_equal_work_judged_and_bare_unjudged():
     assert bench.ceilings_of("postgres") == ("raw-postgres-equal-work", "raw-postgres")
     assert bench.ceilings_of("redis") == ("raw-redis",)
     assert bench.RAW_OF["postgres"] == "raw-postgres-equal-work" and bench.CONTRACT_COST_OF == {"postgres": "raw-postgres"}
-    assert bench.RAW_TARGETS[("postgres", "append")] == bench.RAW_TARGETS[("postgres", "read_last_10")] == 0.85
+    assert bench.RAW_TARGETS[("postgres", "append")] == bench.RAW_TARGETS[("postgres", "read_last_10")] == 0.75
 
     spec = CacheBenchSpec(repeats=2)
-    ours = [_fake_repeat(a, r, 1, 1e-4, 1e-4) for a, r in ((900, 800), (1800, 1600))]
+    ours = [_fake_repeat(a, r, 1, 1e-4, 1e-4) for a, r in ((900, 700), (1800, 1400))]
     equal = [_fake_repeat(a, r, 1, 1e-4, 1e-4) for a, r in ((1000, 1000), (2000, 2000))]
     bare = [_fake_repeat(a, r, 1, 1e-4, 1e-4) for a, r in ((2000, 1600), (4000, 3200))]
     for repeat in equal + bare:
@@ -200,8 +199,8 @@ def test_postgres_ceilings_are_equal_work_judged_and_bare_unjudged():
     by = {(row["backend"], row["operation"]): row["extra"] for row in rows}
     append, read = by[("postgres", "append")], by[("postgres", "read_last_10")]
     assert append["raw"] == "raw-postgres-equal-work" and append["of_raw"] == pytest.approx(0.9)
-    assert append["target_of_raw"] == 0.85 and append["status"] == "PASS"
-    assert read["of_raw"] == pytest.approx(0.8) and read["target_of_raw"] == 0.85 and read["status"] == "MISS"
+    assert append["target_of_raw"] == 0.75 and append["status"] == "PASS"
+    assert read["of_raw"] == pytest.approx(0.7) and read["target_of_raw"] == 0.75 and read["status"] == "MISS"
     assert append["bare"] == "raw-postgres" and append["of_bare"] == pytest.approx(0.45)
     assert by[("raw-postgres-equal-work", "append")]["of_bare"] == pytest.approx(0.5)
     assert "status" not in by[("postgres", "multi_append")] or by[("postgres", "multi_append")]["status"] is None
@@ -220,15 +219,15 @@ def test_postgres_ceilings_are_equal_work_judged_and_bare_unjudged():
         for op, label in (("append", "append (1 session)"), ("read", "read last 10"))
         if label in line
     }
-    assert "90%" in lines["postgres append"] and ">= 0.85× raw" in lines["postgres append"] and lines["postgres append"].endswith("PASS")
+    assert "90%" in lines["postgres append"] and ">= 0.75× raw" in lines["postgres append"] and lines["postgres append"].endswith("PASS")
     assert lines["postgres read"].endswith("MISS")
     assert "none (contract cost)" in lines["raw-postgres append"]
     assert not lines["raw-postgres append"].endswith(("PASS", "MISS"))
     assert not lines["raw-postgres-equal-work append"].endswith(("PASS", "MISS"))
-    assert "contract cost (raw-postgres, bare statements; no target): postgres at 45% / 50%, raw-postgres-equal-work at 50% / 62%" in table
+    assert "contract cost (raw-postgres, bare statements; no target): postgres at 45% / 44%, raw-postgres-equal-work at 50% / 62%" in table
     assert "postgres of raw-postgres-equal-work" in table
     frame = to_frame(rows)
-    assert frame.loc[(frame.backend == "postgres") & (frame.operation == "append"), "target"].item() == ">= 0.85× raw"
+    assert frame.loc[(frame.backend == "postgres") & (frame.operation == "append"), "target"].item() == ">= 0.75× raw"
     assert frame.loc[(frame.backend == "raw-postgres") & (frame.operation == "append"), "target"].item() == "none (contract cost)"
 
 
@@ -265,13 +264,24 @@ async def test_bench_cache_rows():
 
     frame = to_frame(rows)
     assert list(frame.columns) == ["backend", "operation", "n", "ops_per_s", "of_raw", "target", "result", "bytes_per_turn", "reason"]
-    assert frame.loc[(frame.backend == "fs") & (frame.operation == "append"), "target"].item() == ">= 3,000/s"
+    assert frame.loc[(frame.backend == "fs") & (frame.operation == "append"), "target"].item() == ">= 0.8× raw"
     assert skipped_backends(rows) == {"no_such_backend": "skipped: " + by_key[("no_such_backend", "append")]["extra"]["reason"]}
 
     table = format_table(rows, spec)
     assert "no_such_backend: skipped" in table
     for text in ("raw-sqlite", "raw-diskcache", "append flatness", "read flatness", "bytes/turn", "wal file", "2nd/1st"):
         assert text in table
+
+    # where the time goes: each backend with a ceiling, both operations, parts that add up to the public call
+    breakdown = {(row["backend"], row["extra"]["of"]): row["extra"] for row in rows if row["operation"] == "breakdown"}
+    assert set(breakdown) == {(name, op) for name in ("sqlite", "fs") for op in ("append", "read_last_10")}
+    for (name, op), extra in breakdown.items():
+        assert extra["raw"] == bench.RAW_OF[name] and extra["target_of_raw"] == bench.RAW_TARGETS[(name, op)]
+        assert min(extra["public_us"], extra["store_us"], extra["raw_us"]) > 0
+        assert extra["own_us"] == pytest.approx(max(0.0, extra["public_us"] - extra["store_us"] - extra["decode_us"]))
+        assert extra["allowed_us"] == pytest.approx(extra["raw_us"] / extra["target_of_raw"])
+        assert (extra["decode_us"] > 0) == (op == "read_last_10")
+    assert "where the time goes" in table and "memlab own" in table
 
 
 async def test_server_backends_without_urls_are_listed_as_skipped():
@@ -489,13 +499,13 @@ async def test_postgres_runs_beside_its_equal_work_and_bare_ceilings():
     spec = CacheBenchSpec(backends=("postgres",), repeats=2, n=30, sessions=3, per_session=2)
     lines = []
     rows = await bench_cache(spec, environ={"MEMLAB_TEST_POSTGRES_URL": url}, progress=lines.append)
-    assert lines == [f"postgres + raw-postgres-equal-work + raw-postgres: repeat {r}/2" for r in (1, 2)]
+    assert lines == [f"postgres + raw-postgres-equal-work + raw-postgres: repeat {r}/2" for r in (1, 2)] + ["postgres: where the time goes"]
     assert skipped_backends(rows) == {}
     by = {(row["backend"], row["operation"]): row for row in rows}
     for op in ("append", "read_last_10"):
         extra = by[("postgres", op)]["extra"]
         assert extra["raw"] == "raw-postgres-equal-work" and extra["of_raw"] > 0
-        assert extra["target_of_raw"] == 0.85 and extra["status"] in ("PASS", "MISS")
+        assert extra["target_of_raw"] == 0.75 and extra["status"] in ("PASS", "MISS")
         assert extra["bare"] == "raw-postgres" and extra["of_bare"] > 0
         assert by[("raw-postgres-equal-work", op)]["extra"]["of_bare"] > 0
     for ceiling in ("raw-postgres-equal-work", "raw-postgres"):
@@ -507,7 +517,7 @@ async def test_postgres_runs_beside_its_equal_work_and_bare_ceilings():
         assert by[(ceiling, "storage")]["extra"]["bytes"] > 0
     assert by[("raw-postgres", "append")]["extra"]["role"] == "contract cost"
     table = format_table(rows, spec)
-    for text in ("raw-postgres-equal-work", ">= 0.85× raw", "none (contract cost)", "contract cost (raw-postgres"):
+    for text in ("raw-postgres-equal-work", ">= 0.75× raw", "none (contract cost)", "contract cost (raw-postgres"):
         assert text in table
     conn = await asyncpg.connect(asyncpg_dsn(url))
     try:
