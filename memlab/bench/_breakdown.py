@@ -28,7 +28,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -108,15 +108,19 @@ async def _measure(backend_subject: BackendSubject, ceiling: Subject, work: Work
 
 
 async def breakdown_rows(
-    name: str, ceiling_name: str, targets: Mapping[str, float | None], environ: Mapping[str, str], work: Workload, calls: int = BREAKDOWN_CALLS
+    name: str,
+    ceiling_name: str,
+    targets: Mapping[str, float | None],
+    work: Workload,
+    open_subject: Callable[[str, Path], Subject],
+    calls: int = BREAKDOWN_CALLS,
 ) -> list[dict]:
     """One ``breakdown`` row per operation of ``name`` beside ``ceiling_name`` (see the module docstring).
 
     ``targets`` maps ``append`` / ``read_last_10`` to the share of the ceiling the
-    backend must reach (None: no target, no allowance printed).
+    backend must reach (None: no target, no allowance printed); ``open_subject(label,
+    directory)`` gives the unopened subject of ``name`` or its ceiling.
     """
-    from memlab.bench.cache import open_subject
-
     with tempfile.TemporaryDirectory(prefix="memlab-breakdown-") as tmp:
         subjects: list[Subject] = []
         try:
@@ -124,7 +128,7 @@ async def breakdown_rows(
                 directory = Path(tmp) / label
                 directory.mkdir()
                 with blame(label):
-                    subjects.append(open_subject(label, directory, environ, backend=name))
+                    subjects.append(open_subject(label, directory))
                     await subjects[-1].open()
             backend_subject, ceiling = subjects
             if not isinstance(backend_subject, BackendSubject):

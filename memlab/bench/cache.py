@@ -56,6 +56,7 @@ the readable columns); :func:`format_table` prints them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import platform
 import sqlite3
@@ -579,7 +580,8 @@ async def bench_cache(
             note(f"{name}: where the time goes")
             targets = {op: RAW_TARGETS.get((name, op)) for op in ("append", "read_last_10")}
             try:
-                rows.extend(await breakdown_rows(name, RAW_OF[name], targets, env, work))
+                opener = functools.partial(open_subject, environ=env, backend=name)
+                rows.extend(await breakdown_rows(name, RAW_OF[name], targets, work, opener))
             except SubjectFailed as exc:
                 rows.append(_breakdown_failed(name, exc))
     _judge_against_raw(rows)
