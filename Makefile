@@ -3,7 +3,7 @@ SHELL   := /bin/bash
 PY      := .venv/bin/python
 OFFLINE := LITELLM_LOCAL_MODEL_COST_MAP=True LITELLM_OFFLINE_MODE=true HF_HUB_OFFLINE=1
 
-.PHONY: venv demo test typecheck bench servers
+.PHONY: venv demo test typecheck bench servers browser
 
 venv: .venv/.installed
 
@@ -20,8 +20,12 @@ venv: .venv/.installed
 demo: venv
 	$(OFFLINE) $(PY) -m memlab demo
 
-test: venv typecheck
+test: venv typecheck browser
 	$(OFFLINE) scripts/with-servers.sh $(PY) -m pytest -q $(PYTEST_ARGS)
+
+# Debian's chromium for the tests that open pages in a real browser (memlab.testing.browser)
+browser:
+	scripts/ensure-chromium.sh
 
 # mypy on memlab/ with the settings in pyproject.toml ([tool.mypy])
 typecheck: venv

@@ -111,7 +111,10 @@ def create_app(stack: MemoryStack) -> FastAPI:
             if opened_here:
                 await stack.close()
 
-    app = FastAPI(
+    from fastapi_offline import FastAPIOffline
+
+    # /docs and /redoc load Swagger UI and ReDoc from assets shipped in fastapi-offline, not from a CDN
+    app = FastAPIOffline(
         title="memlab",
         version=__version__,
         summary="Sessions, token usage and cost of the sessions visible to the caller.",
