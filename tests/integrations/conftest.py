@@ -31,6 +31,15 @@ class Threaded:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=120)
 
 
+async def _finish_tasks() -> None:
+    """Cancel the loop's other tasks and wait for them, then close its async generators."""
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.get_running_loop().shutdown_asyncgens()
+
+
 @contextlib.contextmanager
 def running_stack(data_root: Path) -> Iterator[Threaded]:
     """An open stack on :func:`fast_config` whose loop runs in a background thread; closed and stopped after."""
@@ -44,6 +53,7 @@ def running_stack(data_root: Path) -> Iterator[Threaded]:
         yield threaded
     finally:
         threaded.run(stack.close())
+        threaded.run(_finish_tasks())  # as asyncio.run ends a loop (litellm leaves a logging worker task on it)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=30)
         loop.close()
