@@ -13,11 +13,19 @@ Needs ``pip install 'memlab[langgraph]'`` (langgraph, langchain-core)::
 **Where items live.** Each namespace is one memlab session of the store's user (the
 default user when ``user`` is None), id ``<prefix>:<sha256 of the namespace>``; each
 item is a session-context entry of it (upserted by a hash of its key, holding the
-namespace, key, value, timestamps and, when indexed, its vectors). A catalog session
+namespace, key, value and timestamps); an indexed item's vectors are an entry of the
+namespace's vector session (``<namespace session>:vectors``), so ``get`` and plain
+searches never parse them. A catalog session
 (``<prefix>:catalog``) lists the namespaces written, so ``list_namespaces`` and
 prefix searches know where to look. Every memlab cache backend (``sqlite``,
 ``postgres``, ``redis``, ``fs``, ``memory``) therefore holds a store, and several
 processes on a shared backend see one store.
+
+**Cost.** A ``get`` reads its namespace's items (memlab reads a session's context
+entries together) and a search reads every namespace under its prefix: measured on
+SQLite with 1,000 items in one namespace, a ``get`` takes about 16 ms, a semantic search
+about 0.2 s and a batch of 1,000 puts about 1 s (100 items: 1.2 ms, 20 ms). Namespaces
+of thousands of items suit it; millions do not.
 
 **TTL.** ``supports_ttl`` is False: per-item ``ttl`` on ``put`` raises
 ``NotImplementedError`` (LangGraph's own check), ``ttl=`` in the constructor is not
@@ -56,7 +64,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import math
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -82,6 +89,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("memlab.integrations.langgraph needs langgraph: pip install 'memlab[langgraph]'") from exc
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from memlab.exceptions import ValidationError
@@ -92,6 +100,7 @@ __all__ = ["MemlabStore", "memlab_tools"]
 #: ``kind`` of the context entries this store writes (items and catalog rows)
 ITEM_KIND = "langgraph_store_item"
 NAMESPACE_KIND = "langgraph_store_namespace"
+VECTORS_KIND = "langgraph_store_vectors"
 
 _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "$eq": operator.eq, "$ne": operator.ne, "$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le,
@@ -140,10 +149,13 @@ def _path_matches(namespace: tuple[str, ...], path: Sequence[str], *, suffix: bo
     return all(want == "*" or want == have for want, have in zip(path, part))
 
 
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
+def _best_cosine(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> float:
+    """The highest cosine similarity of ``query`` to any of ``vectors`` (0 for zero vectors)."""
+    q = np.asarray(query, dtype=np.float64)
+    m = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(m, axis=1) * np.linalg.norm(q)
+    sims = np.divide(m @ q, norms, out=np.zeros(len(m)), where=norms > 0)
+    return float(sims.max())
 
 
 def _item(row: Mapping[str, Any], cls: type[Item] = Item, **extra: Any) -> Any:
@@ -200,6 +212,9 @@ class MemlabStore(BaseStore):
 
     def _session(self, namespace: Sequence[str]) -> str:
         return f"{self.prefix}:{_digest(list(namespace))}"
+
+    def _vector_session(self, namespace: Sequence[str]) -> str:
+        return f"{self._session(namespace)}:vectors"
 
     @property
     def _catalog(self) -> str:
@@ -299,8 +314,9 @@ class MemlabStore(BaseStore):
         for i, op in enumerate(puts):
             namespace, entry_id = tuple(op.namespace), _digest(op.key)
             session = self._session(namespace)
-            if op.value is None:
+            if op.value is None:  # the item, then its vectors (an orphan vector entry is never read)
                 await manager.delete_context_entry(user_id, entry_id, session_id=session)
+                await manager.delete_context_entry(user_id, entry_id, session_id=self._vector_session(namespace))
                 continue
             if namespace not in existing:
                 existing[namespace] = await self._rows(namespace)
@@ -309,8 +325,12 @@ class MemlabStore(BaseStore):
                 "id": entry_id, "kind": ITEM_KIND, "namespace": list(namespace), "key": op.key, "value": dict(op.value),
                 "created_at": before["created_at"] if before else now, "updated_at": now,
             }
-            if i in by_put:
-                row["vectors"] = by_put[i]
+            if i in by_put:  # vectors before the item: an item marked indexed always has them
+                row["indexed"] = True
+                vector_entry = {"id": entry_id, "kind": VECTORS_KIND, "vectors": by_put[i]}
+                await manager.add_context_entry(user_id, vector_entry, session_id=self._vector_session(namespace))
+            elif before is not None and before.get("indexed"):
+                await manager.delete_context_entry(user_id, entry_id, session_id=self._vector_session(namespace))
             if namespace not in catalogued:  # before the item: a crash in between leaves a catalogued empty namespace, not a lost item
                 catalogued.add(namespace)
                 entry = {"id": _digest(list(namespace)), "kind": NAMESPACE_KIND, "namespace": list(namespace)}
@@ -320,16 +340,30 @@ class MemlabStore(BaseStore):
     async def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
         rows: list[dict[str, Any]] = []
+        ranking = bool(op.query) and self.index_config is not None
+        vectors: dict[tuple[tuple[str, ...], str], list[list[float]]] = {}
         for namespace in await self._namespaces():
-            if namespace[: len(prefix)] == prefix:
-                rows.extend(row for row in (await self._rows(namespace)).values() if _matches(row["value"], op.filter))
+            if namespace[: len(prefix)] != prefix:
+                continue
+            found = [row for row in (await self._rows(namespace)).values() if _matches(row["value"], op.filter)]
+            rows.extend(found)
+            if ranking and any(row.get("indexed") for row in found):
+                entries = await self.stack.session_manager.get_context_entries(await self._uid(), self._vector_session(namespace))
+                vectors.update({(namespace, e["id"]): e["vectors"] for e in entries if e.get("kind") == VECTORS_KIND})
         rows.sort(key=lambda row: row["updated_at"], reverse=True)
-        if op.query and self.index_config is not None:
-            [query] = await self._embed_query(op.query)
-            scored = [(max(_cosine(query, v) for v in row["vectors"]), row) for row in rows if row.get("vectors")]
+        if ranking:
+            [query] = await self._embed_query(str(op.query))
+            scored: list[tuple[float, dict[str, Any]]] = []
+            unscored: list[dict[str, Any]] = []
+            for row in rows:
+                item_vectors = vectors.get((tuple(row["namespace"]), row["id"])) if row.get("indexed") else None
+                if item_vectors:
+                    scored.append((_best_cosine(query, item_vectors), row))
+                else:
+                    unscored.append(row)
             scored.sort(key=lambda pair: pair[0], reverse=True)
             ranked = [_item(row, SearchItem, score=score) for score, row in scored]
-            ranked += [_item(row, SearchItem) for row in rows if not row.get("vectors")]
+            ranked += [_item(row, SearchItem) for row in unscored]
         else:
             ranked = [_item(row, SearchItem) for row in rows]
         return ranked[op.offset : op.offset + op.limit]

@@ -305,3 +305,12 @@ def test_sync_methods_while_the_stack_runs_on_another_thread(threaded_stack):
     assert store.list_namespaces() == [("ns",)]
     store.delete(("ns",), "k")
     assert store.get(("ns",), "k") is None
+
+
+async def test_an_item_rewritten_unindexed_or_deleted_loses_its_vectors(indexed):
+    await indexed.aput(("mem",), "a", {"text": "pizza"})
+    await indexed.aput(("mem",), "b", {"text": "pizza"})
+    await indexed.aput(("mem",), "a", {"text": "pizza"}, index=False)
+    await indexed.adelete(("mem",), "b")
+    await indexed.aput(("mem",), "b", {"text": "pizza"}, index=False)
+    assert sorted((i.key, i.score) for i in await indexed.asearch(("mem",), query="pizza")) == [("a", None), ("b", None)]
