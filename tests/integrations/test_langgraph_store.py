@@ -29,6 +29,19 @@ from memlab.config import TTLConfig
 from memlab.exceptions import ValidationError
 from memlab.integrations.langgraph import MemlabStore
 from memlab.testing import FakeClock, fast_config
+from memlab.testing.suppliers import supply_backend
+
+
+@pytest.fixture(params=[
+    "sqlite", "memory", "fs", "fakeredis",
+    pytest.param("redis", marks=pytest.mark.server), pytest.param("postgres", marks=pytest.mark.server),
+])
+async def stack(request, tmp_path):
+    """An open stack (FakeClock, fast config) on each cache backend (the servers' under ``make test``): the store runs on any."""
+    clock = FakeClock()
+    async with supply_backend(request.param, tmp_path=tmp_path / "cache", clock=clock) as cache:
+        async with MemoryStack.from_config(fast_config(tmp_path), cache=cache, clock=clock) as opened:
+            yield opened
 
 
 @pytest.fixture
