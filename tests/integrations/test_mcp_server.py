@@ -13,49 +13,16 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
-from typing import Any
 
-import pytest
 
-import memlab
 from memlab import MemoryStack
 from memlab.integrations.mcp import API_KEY_ENV, TOOL_NAMES, create_server
 from memlab.testing import fast_config
 
-mcp = pytest.importorskip("mcp")  # the dev extra installs it; CI runs these with the real SDK
+from mcp import Client
+from mcp_helpers import REPO, error, ok, server_env, stdio  # tests/integrations/mcp_helpers.py
 
-from mcp import Client, StdioServerParameters  # noqa: E402
-
-REPO = Path(memlab.__file__).resolve().parent.parent
-OFFLINE = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true", "HF_HUB_OFFLINE": "1"}
 READ_ONLY = {"recall", "get_session", "list_sessions", "session_usage"}
-
-
-def server_env(data_root: Path, **extra: str) -> dict[str, str]:
-    """What the server subprocess needs: this checkout's memlab, a data root, the hashing embedder, offline."""
-    return {"PYTHONPATH": str(REPO), "MEMLAB_DATA_ROOT": str(data_root), "EMBEDDING_MODEL": "memlab/hashing", **OFFLINE, **extra}
-
-
-def stdio(data_root: Path, **extra: str) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable, args=["-m", "memlab", "mcp"], env=server_env(data_root, **extra), cwd=str(data_root)
-    )
-
-
-async def ok(client: Any, tool: str, **arguments: Any) -> Any:
-    """The structured result of a call that must succeed (a list result unwrapped from ``{"result": ...}``)."""
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, (tool, result.content)
-    content = result.structured_content
-    return content["result"] if set(content) == {"result"} else content
-
-
-async def error(client: Any, tool: str, **arguments: Any) -> str:
-    """The text of a call that must be a tool error (not a protocol error, not a crash)."""
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error, (tool, result.structured_content)
-    return " ".join(block.text for block in result.content)
 
 
 async def test_stdio_lists_and_calls_every_tool_and_bad_arguments_are_tool_errors(tmp_path):
