@@ -116,6 +116,13 @@ async def test_http_needs_a_memlab_api_key_and_each_call_acts_as_its_user(tmp_pa
                 await ok(as_bob, "remember", text="bob's note", session_id="bob-chat", self_improvement=False)
             assert [item.session_id for item in (await stack.usage.list_sessions(bob)).items] == ["bob-chat"]
 
+            opened = httpx.post(f"{url}{MCP_PATH}", json=INITIALIZE, headers={**ACCEPT, "Authorization": f"Bearer {alice_key}"})
+            assert opened.status_code == 200, opened.text
+            session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+            listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+            hijack = httpx.post(f"{url}{MCP_PATH}", json=listing, headers={**ACCEPT, **session, "Authorization": f"Bearer {bob_key}"})
+            assert hijack.status_code == 404  # alice's MCP session is not bob's: answered as an unknown session
+
             assert await stack.users.revoke_api_key(alice_key)  # a revoked key is refused at once
             refused = httpx.post(f"{url}{MCP_PATH}", json=INITIALIZE, headers={**ACCEPT, "Authorization": f"Bearer {alice_key}"})
             assert refused.status_code == 401
