@@ -161,3 +161,34 @@ def test_mcp_is_a_command_of_memlab():
     args = parser.parse_args(["mcp", "--http", "--port", "0"])
     assert (args.http, args.host, args.port) == (True, "127.0.0.1", 0)
     assert parser.parse_args(["mcp"]).http is False
+
+
+def _memlab(argv: list[str], cwd, python: tuple[str, ...] = ("-m", "memlab"), **env: str) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **server_env(cwd), **env}
+    return subprocess.run([sys.executable, *python, *argv], env=full, cwd=cwd, input="", capture_output=True, text=True, timeout=120)
+
+
+def _dead_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_metadata_database_that_is_down_is_one_error_line_on_both_transports(tmp_path):
+    port = _dead_port()
+    for argv in (["mcp"], ["mcp", "--http", "--port", "0"]):
+        done = _memlab(argv, tmp_path, MEMLAB_DB_URL=f"postgresql+asyncpg://postgres@127.0.0.1:{port}/x")
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 1 and "Traceback" not in done.stderr, (argv, done.stderr)
+        assert len(lines) == 1 and lines[0].startswith("memlab: error: ") and str(port) in lines[0], (argv, done.stderr)
+        assert done.stdout == ""
+
+
+def test_without_the_sdk_the_command_names_the_extra(tmp_path):
+    hide = "import sys; sys.modules['mcp'] = None; from memlab.cli import main; sys.exit(main(sys.argv[1:]))"
+    for argv in (["mcp"], ["mcp", "--http", "--port", "0"]):
+        done = _memlab(argv, tmp_path, python=("-c", hide))
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.strip() == "memlab: error: memlab.integrations.mcp needs the MCP SDK: pip install 'memlab[mcp]'"
