@@ -52,7 +52,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
@@ -269,9 +269,10 @@ def create_server(stack: "MemoryStack", *, authenticated: bool = False, user: Us
     ) -> list[AnyRecallResponse]:
         """Search memory: the session, the graph, or both. Session hits carry qa_id (for add_feedback); graph hits carry text and score."""
         with mapped():
-            return await stack.recall(
+            found = await stack.recall(
                 query, query_type, datasets=datasets, top_k=top_k, scope=scope, session_id=session_id, user=await caller(), only_context=only_context
             )
+        return cast("list[AnyRecallResponse]", found)  # each is one of the union's members (the SDK validates it)
 
     @server.tool(annotations=writes)
     async def search(
@@ -284,9 +285,10 @@ def create_server(stack: "MemoryStack", *, authenticated: bool = False, user: Us
     ) -> list[AnyRecallResponse]:
         """One search type over the graph; a completion type answers with the session's last turns in the prompt and stores the turn."""
         with mapped():
-            return await stack.search(
+            found = await stack.search(
                 query, query_type, session_id=session_id, datasets=datasets, top_k=top_k, user=await caller(), only_context=only_context
             )
+        return cast("list[AnyRecallResponse]", found)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False))
     async def forget(
@@ -425,11 +427,9 @@ def serve_http(stack: "MemoryStack", *, host: str = "127.0.0.1", port: int = DEF
 
 @asynccontextmanager
 async def _opened(stack: "MemoryStack") -> AsyncIterator[None]:
-    opened_here = stack.state is StackState.UNOPENED
-    if opened_here:
-        await stack.open()
-    try:
+    """``async with stack`` when it is not open yet; a stack opened by the caller stays theirs to close."""
+    if stack.state is not StackState.UNOPENED:
         yield
-    finally:
-        if opened_here:
-            await stack.close()
+        return
+    async with stack:
+        yield

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,3 +39,10 @@ async def error(client: Any, tool: str, **arguments: Any) -> str:
     result = await client.call_tool(tool, arguments)
     assert result.is_error, (tool, result.structured_content)
     return " ".join(block.text for block in result.content)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (bound and released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -7,7 +7,6 @@ Keys are made with ``stack.users.create_api_key`` on a second stack over the sam
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ import httpx2  # the SDK's HTTP client library (a dependency of mcp)
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_helpers import error, ok, server_env  # tests/integrations/mcp_helpers.py
+from mcp_helpers import error, free_port, ok, server_env  # tests/integrations/mcp_helpers.py
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -35,12 +34,6 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
 }
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextmanager
@@ -57,18 +50,7 @@ def mcp_http_server(data_root: Path) -> Iterator[str]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the server exited during startup ({process.returncode}): {log.read_text()}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the server did not answer /healthz within 90 s")
-            time.sleep(0.1)
+        _wait_healthy(url, process, log)
         yield url
     finally:
         process.terminate()
@@ -78,6 +60,19 @@ def mcp_http_server(data_root: Path) -> Iterator[str]:
             process.kill()
             process.wait(timeout=30)
         assert process.returncode in (0, -15), log.read_text()
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path, seconds: float = 90) -> None:
+    """Return once ``url``/healthz answers 200; raise with the server's log if it exits first or stays silent."""
+    deadline = time.monotonic() + seconds
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"the server never answered /healthz (exit status {process.returncode}): {log.read_text()}")
 
 
 @asynccontextmanager

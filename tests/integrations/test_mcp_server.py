@@ -20,7 +20,7 @@ from memlab.integrations.mcp import API_KEY_ENV, TOOL_NAMES, create_server
 from memlab.testing import fast_config
 
 from mcp import Client
-from mcp_helpers import REPO, error, ok, server_env, stdio  # tests/integrations/mcp_helpers.py
+from mcp_helpers import REPO, error, free_port, ok, server_env, stdio  # tests/integrations/mcp_helpers.py
 
 READ_ONLY = {"recall", "get_session", "list_sessions", "session_usage"}
 
@@ -168,16 +168,8 @@ def _memlab(argv: list[str], cwd, python: tuple[str, ...] = ("-m", "memlab"), **
     return subprocess.run([sys.executable, *python, *argv], env=full, cwd=cwd, input="", capture_output=True, text=True, timeout=120)
 
 
-def _dead_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_a_metadata_database_that_is_down_is_one_error_line_on_both_transports(tmp_path):
-    port = _dead_port()
+    port = free_port()  # nothing listens there
     for argv in (["mcp"], ["mcp", "--http", "--port", "0"]):
         done = _memlab(argv, tmp_path, MEMLAB_DB_URL=f"postgresql+asyncpg://postgres@127.0.0.1:{port}/x")
         lines = done.stderr.strip().splitlines()
