@@ -292,8 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(the keys of 'memlab users create-key'). Needs memlab[mcp].",
     )
     mcp.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
-    mcp.add_argument("--host", default="127.0.0.1", help="with --http: address to bind (default: 127.0.0.1)")
-    mcp.add_argument("--port", type=_port, default=8001, help="with --http: port to bind (default: 8001)")
+    mcp.add_argument("--host", help="with --http: address to bind (default: 127.0.0.1)")
+    mcp.add_argument("--port", type=_port, help="with --http: port to bind (default: 8001)")
 
     users = commands.add_parser("users", help="users and API keys", description="Users and API keys of the stack from the environment.")
     users.set_defaults(print_help=users.print_help)
@@ -547,14 +547,16 @@ def _serve(args: argparse.Namespace) -> int:
 def _mcp(args: argparse.Namespace) -> int:
     from memlab.config import StackConfig
 
+    if not args.http and (args.host is not None or args.port is not None):
+        raise UsageError("--host and --port apply to --http only (stdio has neither)")
     config = StackConfig.from_env()  # a bad environment is a usage error before the server starts
-    from memlab.integrations.mcp import run_stdio, serve_http  # the SDK itself is imported when the server starts
+    from memlab.integrations.mcp import DEFAULT_HTTP_PORT, run_stdio, serve_http  # the SDK itself is imported when the server starts
     from memlab.stack import MemoryStack
 
     stack = MemoryStack.from_config(config)
     if args.http:
         asyncio.run(_require_stores(config, cache=False))  # as serve: a metadata database that is down, in one line
-        serve_http(stack, host=args.host, port=args.port)
+        serve_http(stack, host=args.host or "127.0.0.1", port=DEFAULT_HTTP_PORT if args.port is None else args.port)
     else:
         asyncio.run(run_stdio(stack))
     return 0

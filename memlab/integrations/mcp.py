@@ -30,7 +30,7 @@ stdio the server acts as the owner of the key in ``MEMLAB_API_KEY`` when that is
 unknown key stops the server before it starts), else as memlab's default user.
 
 **Errors.** A memlab error is an MCP tool error (``isError: true``, the text
-``"<kind>: <ErrorClass>: <message>"``, kind one of ``invalid argument``,
+``"Error executing tool <name>: <kind>: <ErrorClass>: <message>"``, the prefix the SDK's, kind one of ``invalid argument``,
 ``permission denied``, ``not found``, ``unavailable``, ``model call failed``,
 ``memlab error``); arguments that fail the input schema are tool errors from the SDK. The
 server keeps running; only a bug in memlab becomes the SDK's generic

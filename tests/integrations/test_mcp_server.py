@@ -159,8 +159,15 @@ def test_mcp_is_a_command_of_memlab():
     parser = build_parser()
     assert "mcp" in parser.format_help()
     args = parser.parse_args(["mcp", "--http", "--port", "0"])
-    assert (args.http, args.host, args.port) == (True, "127.0.0.1", 0)
+    assert (args.http, args.host, args.port) == (True, None, 0)
     assert parser.parse_args(["mcp"]).http is False
+
+
+def test_host_and_port_without_http_are_a_usage_error(capsys):
+    from memlab.cli import main
+
+    assert main(["mcp", "--port", "9000"]) == 2
+    assert capsys.readouterr().err.strip() == "memlab: error: --host and --port apply to --http only (stdio has neither)"
 
 
 def _memlab(argv: list[str], cwd, python: tuple[str, ...] = ("-m", "memlab"), **env: str) -> subprocess.CompletedProcess[str]:
