@@ -123,6 +123,9 @@ OrderBy = Literal["last_activity_at", "started_at", "ended_at", "cost_usd", "tok
 Ids = Annotated[str, Field(min_length=1, max_length=255)]
 SessionId = Annotated[str | None, Field(description="the session's id; omitted: the default session of your main_dataset")]
 Datasets = Annotated[list[str] | None, Field(description="dataset names to search (each needs read permission); omitted: your datasets")]
+DatasetIds = Annotated[
+    list[str] | None, Field(description="dataset ids to search (how an agent user names a dataset its parent shared); each needs read permission")
+]
 TopK = Annotated[int, Field(ge=1, le=1000, description="at most this many results")]
 
 
@@ -260,6 +263,7 @@ def create_server(stack: "MemoryStack", *, authenticated: bool = False, user: Us
         query_type: Annotated[SearchType | None, Field(description="a graph search type; omitted: routed by rule")] = None,
         session_id: Annotated[str | None, Field(description="search this session first (then the graph when it finds nothing)")] = None,
         datasets: Datasets = None,
+        dataset_ids: DatasetIds = None,
         top_k: TopK = 15,
         scope: Annotated[
             str | list[str] | None,
@@ -270,7 +274,7 @@ def create_server(stack: "MemoryStack", *, authenticated: bool = False, user: Us
         """Search memory: the session, the graph, or both. Session hits carry qa_id (for add_feedback); graph hits carry text and score."""
         with mapped():
             found = await stack.recall(
-                query, query_type, datasets=datasets, top_k=top_k, scope=scope, session_id=session_id, user=await caller(), only_context=only_context
+                query, query_type, datasets=datasets, dataset_ids=dataset_ids, top_k=top_k, scope=scope, session_id=session_id, user=await caller(), only_context=only_context
             )
         return cast("list[AnyRecallResponse]", found)  # each is one of the union's members (the SDK validates it)
 
@@ -280,13 +284,14 @@ def create_server(stack: "MemoryStack", *, authenticated: bool = False, user: Us
         query_type: Annotated[SearchType, Field(description="the graph search type")] = SearchType.GRAPH_COMPLETION,
         session_id: SessionId = None,
         datasets: Datasets = None,
+        dataset_ids: DatasetIds = None,
         top_k: TopK = 15,
         only_context: Annotated[bool, Field(description="return the retrieved context only (the session is neither read nor written)")] = False,
     ) -> list[AnyRecallResponse]:
         """One search type over the graph; a completion type answers with the session's last turns in the prompt and stores the turn."""
         with mapped():
             found = await stack.search(
-                query, query_type, session_id=session_id, datasets=datasets, top_k=top_k, user=await caller(), only_context=only_context
+                query, query_type, session_id=session_id, datasets=datasets, dataset_ids=dataset_ids, top_k=top_k, user=await caller(), only_context=only_context
             )
         return cast("list[AnyRecallResponse]", found)
 

@@ -130,12 +130,15 @@ async def test_tools_act_as_the_caller_with_memlab_permissions(tmp_path):
         async with Client(create_server(stack, user=bob)) as as_bob:
             text = await error(as_bob, "forget", dataset=dataset_id, dry_run=True)
             assert text.startswith("Error executing tool forget: permission denied: PermissionDeniedError"), text
+            assert "permission denied" in await error(as_bob, "recall", query="launch plan", query_type="CHUNKS", dataset_ids=[dataset_id])
             assert "not found" in await error(as_bob, "session_usage", session_id="alice-chat")
             assert await ok(as_bob, "get_session", session_id="alice-chat") == []
             assert (await ok(as_bob, "list_sessions"))["total"] == 0
         await stack.datasets.grant(dataset_id, bob, "read", by=alice)
         async with Client(create_server(stack, user=bob)) as as_bob:
-            assert "permission denied" in await error(as_bob, "forget", dataset=dataset_id, dry_run=True)  # read is not write
+            shared = await ok(as_bob, "recall", query="launch plan", query_type="CHUNKS", dataset_ids=[dataset_id])
+            assert "launch plan" in shared[0]["text"]  # read: bob may search alice's dataset by its id ...
+            assert "permission denied" in await error(as_bob, "forget", dataset=dataset_id, dry_run=True)  # ... but not write
         assert (await stack.forget(dataset=dataset_id, user=alice, dry_run=True)).dataset_ids  # still there
 
 
