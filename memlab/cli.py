@@ -12,6 +12,7 @@
     memlab bench usage [options]     what usage tracking adds to a session turn (see memlab.bench.usage)
     memlab bench serve [options]     the HTTP read API under concurrent clients (see memlab.bench.serve)
     memlab serve [--host H] [--port P] [--workers N]   the HTTP read API (memlab.api) on the stack from the environment
+    memlab mcp [--http [--host H] [--port P]]          an MCP server (memlab.integrations.mcp): stdio, or streamable HTTP
     memlab users create-key NAME     a new API key of user NAME (created when no user has that name), printed once
     memlab users revoke-key KEY      revoke an API key
 
@@ -281,6 +282,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=_port, default=8000, help="port to bind (default: 8000)")
     serve.add_argument("--workers", type=_positive_int, default=1, help="worker processes, each with its own stack (default: 1)")
 
+    mcp = commands.add_parser(
+        "mcp",
+        help="an MCP server (stdio, or streamable HTTP with --http)",
+        description="Serve memlab's tools (remember, recall, search, forget, add_feedback, get_session, list_sessions, "
+        "session_usage, end_session) over the Model Context Protocol on the stack built from the environment; see "
+        "memlab.integrations.mcp. stdio (the default) acts as the owner of the key in MEMLAB_API_KEY, else as the default "
+        "user; --http serves streamable HTTP at http://HOST:PORT/mcp, every request with 'Authorization: Bearer <key>' "
+        "(the keys of 'memlab users create-key'). Needs memlab[mcp].",
+    )
+    mcp.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    mcp.add_argument("--host", help="with --http: address to bind (default: 127.0.0.1)")
+    mcp.add_argument("--port", type=_port, help="with --http: port to bind (default: 8001)")
+
     users = commands.add_parser("users", help="users and API keys", description="Users and API keys of the stack from the environment.")
     users.set_defaults(print_help=users.print_help)
     user_commands = users.add_subparsers(dest="users", metavar="ACTION")
@@ -305,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
         quality: _bench_quality,
         serve_bench: _bench_serve,
         serve: _serve,
+        mcp: _mcp,
         create_key: _users_create_key,
         revoke_key: _users_revoke_key,
     }
@@ -526,6 +541,24 @@ def _serve(args: argparse.Namespace) -> int:
     # a metadata database that is down would fail each worker's startup inside uvicorn; the cache fails open
     asyncio.run(_require_stores(config, cache=False))
     serve(host=args.host, port=args.port, workers=args.workers)
+    return 0
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from memlab.config import StackConfig
+
+    if not args.http and (args.host is not None or args.port is not None):
+        raise UsageError("--host and --port apply to --http only (stdio has neither)")
+    config = StackConfig.from_env()  # a bad environment is a usage error before the server starts
+    from memlab.integrations.mcp import DEFAULT_HTTP_PORT, run_stdio, serve_http  # the SDK itself is imported when the server starts
+    from memlab.stack import MemoryStack
+
+    stack = MemoryStack.from_config(config)
+    if args.http:
+        asyncio.run(_require_stores(config, cache=False))  # as serve: a metadata database that is down, in one line
+        serve_http(stack, host=args.host or "127.0.0.1", port=DEFAULT_HTTP_PORT if args.port is None else args.port)
+    else:
+        asyncio.run(run_stdio(stack))
     return 0
 
 
