@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
@@ -175,15 +175,23 @@ def app_from_env() -> FastAPI:
 
 def serve(*, host: str = "127.0.0.1", port: int = 8000, workers: int = 1) -> None:
     """Run the API with uvicorn on the stack from the environment; ``workers > 1`` starts that many processes."""
+    run_factory("memlab.api:app_from_env", app_from_env, host=host, port=port, workers=workers)
+
+
+def run_factory(target: str, factory: Callable[[], Any], *, host: str, port: int, workers: int) -> None:
+    """Run the app ``factory()`` builds under uvicorn; ``workers > 1``: that many processes importing ``target`` (``module:factory``).
+
+    The way ``memlab serve`` runs, shared with ``memlab bench serve``'s ceiling app so both are served alike.
+    """
     import uvicorn
 
     options: dict[str, Any] = {"host": host, "port": port, "lifespan": "on", "ws": "none"}  # the stack opens in the lifespan
     if workers == 1:
-        uvicorn.run(app_from_env(), **options)
+        uvicorn.run(factory(), **options)
         return
     from uvicorn.supervisors import Multiprocess
 
-    config = uvicorn.Config("memlab.api:app_from_env", factory=True, workers=workers, **options)
+    config = uvicorn.Config(target, factory=True, workers=workers, **options)
     Multiprocess(config, sockets=[_tcp(config.bind_socket())]).run()
 
 
