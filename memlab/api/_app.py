@@ -17,7 +17,7 @@ from memlab.models import ModelCost, SessionPage, SessionUsage, UsageStats, User
 from memlab.stack import MemoryStack
 from memlab.usage import MAX_LIMIT, MAX_OFFSET
 
-__all__ = ["ErrorBody", "Health", "app_from_env", "create_app", "serve"]
+__all__ = ["ErrorBody", "Health", "app_from_env", "create_app", "run_factory", "serve"]
 
 #: query values ``stack.usage`` accepts, declared here too so the OpenAPI schema lists them
 SessionStatus = Literal["running", "completed", "failed", "abandoned"]

@@ -35,8 +35,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from memlab._sqlrun import CompiledStatements, resolve_url
-from memlab.models import _priced_total
-from memlab.relational._store import statements_for
+from memlab.relational import statements_for
 from memlab.usage import RANGES, STATUSES
 
 __all__ = ["STATEMENTS", "app_from_env", "create_ceiling_app", "main"]
@@ -47,6 +46,11 @@ STATEMENTS = (
     *(f"usage_list_{column}_{way}" for column in _ORDERS for way in ("desc", "asc")),
     "usage_count", "usage_get", "usage_models", "usage_stats", "usage_cost_by_model", "api_key_user",
 )
+
+
+def _priced_total(cost: float | None, tokens: int, unpriced: int) -> tuple[float | None, bool]:
+    """``(cost, partially_priced)``: memlab's rule of every usage total (no cost when every token is unpriced)."""
+    return (None, False) if unpriced and unpriced >= tokens else (cost, bool(unpriced))
 
 
 def _ts(value: str | None) -> str | None:
@@ -149,9 +153,10 @@ class _Postgres:
             self.idle.put_nowait(await asyncpg.connect(self.url))
 
     async def rows(self, name: str, params: dict[str, Any]) -> list[Any]:
+        sql, args = self.sql.bind(name, params)
         conn = await self.idle.get()
         try:
-            return await conn.fetch(*self.sql.bind(name, params))
+            return await conn.fetch(sql, *args)
         finally:
             self.idle.put_nowait(conn)
 
@@ -159,9 +164,12 @@ class _Postgres:
         conn = await self.idle.get()
         try:
             async with conn.transaction(isolation="repeatable_read", readonly=True):
-                rows = await conn.fetch(*self.sql.bind(*first))
+                sql, args = self.sql.bind(*first)
+                rows = await conn.fetch(sql, *args)
                 second = then(rows)
-                more = await conn.fetch(*self.sql.bind(*second)) if second else []
+                if second:
+                    sql, args = self.sql.bind(*second)
+                more = await conn.fetch(sql, *args) if second else []
         finally:
             self.idle.put_nowait(conn)
         return rows, more
@@ -271,7 +279,7 @@ def app_from_env() -> FastAPI:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from memlab.api._app import run_factory
+    from memlab.api import run_factory
 
     parser = argparse.ArgumentParser(prog="python -m memlab.bench._serve_ceiling", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
