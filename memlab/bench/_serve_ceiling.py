@@ -196,6 +196,7 @@ def create_ceiling_app(db: Any, idle_limit_seconds: float) -> FastAPI:
             await db.close()
 
     app = FastAPI(title="memlab bench serve ceiling", lifespan=lifespan)
+    app.state.db = db
     idle = timedelta(seconds=idle_limit_seconds)
 
     async def seen(request: Request) -> dict[str, Any] | JSONResponse:
