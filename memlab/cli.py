@@ -270,6 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve_bench.add_argument("--rounds", type=_positive_int, default=3, help="rounds of the ceiling comparison (default: 3)")
     serve_bench.add_argument("--ceiling-seconds", type=float, default=3.0, help="seconds per phase and server in each round (default: 3)")
     serve_bench.add_argument("--no-ceiling", action="store_true", help="skip the ceiling comparison")
+    serve_bench.add_argument(
+        "--profile", action="store_true", help="also call both apps in process and say where a request's time goes, per part, in µs"
+    )
 
     serve = commands.add_parser(
         "serve",
@@ -608,6 +611,7 @@ def _bench_serve(args: argparse.Namespace) -> int:
         ceiling=not args.no_ceiling,
         rounds=args.rounds,
         ceiling_seconds=args.ceiling_seconds,
+        profile=args.profile,
     )
     if os.environ.get("MEMLAB_TEST_REDIS_URL", "").strip():  # seeding would fail open on a Redis that is down
         asyncio.run(_require_stores(bench_config("redis", Path(tempfile.gettempdir())), metadata=False))

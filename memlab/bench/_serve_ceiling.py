@@ -38,7 +38,7 @@ from memlab._sqlrun import CompiledStatements, resolve_url
 from memlab.relational import statements_for
 from memlab.usage import RANGES, STATUSES
 
-__all__ = ["STATEMENTS", "app_from_env", "create_ceiling_app", "main"]
+__all__ = ["STATEMENTS", "app_for", "app_from_env", "create_ceiling_app", "main"]
 
 _ORDERS = ("last_activity_at", "started_at", "ended_at", "cost_usd", "tokens_in", "tokens_out")
 #: the memlab statements the ceiling runs (every listing, the count, one session and its models, stats, cost by model, the key)
@@ -268,9 +268,16 @@ def create_ceiling_app(db: Any, idle_limit_seconds: float) -> FastAPI:
 
 def app_from_env() -> FastAPI:
     """The ceiling app on the metadata database of the environment's stack, with that stack's abandon window."""
+    from memlab.config import StackConfig
+
+    return app_for(StackConfig.from_env())
+
+
+def app_for(config: Any) -> FastAPI:
+    """The ceiling app on the metadata database of the stack ``config`` (a ``StackConfig``) describes, with its abandon window."""
     from memlab.stack import MemoryStack
 
-    stack = MemoryStack.from_env()  # never opened: read for its database and its abandon window
+    stack = MemoryStack.from_config(config)  # never opened: read for its database and its abandon window
     relational = stack._relational
     if relational.url is not None and resolve_url(relational.url)[0] == "postgresql":
         db: Any = _Postgres(resolve_url(relational.url)[1])
