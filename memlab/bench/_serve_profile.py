@@ -115,7 +115,10 @@ def _memlab_targets() -> list[tuple[Any, str, str, bool]]:
     from memlab.users import Users
 
     usage_rows = importlib.import_module(UsageRepository.__module__)  # its row -> model converters
-    reads = [(UsageAPI, name, "read", True) for name in ("_list_as", "_get_as", "_stats_as", "_cost_by_model_as")]
+    names = ("_list_as", "_get_as", "_stats_as", "_cost_by_model_as")
+    if not all(hasattr(UsageAPI, name) for name in names):  # a memlab whose API called the public reads (each resolving the user again)
+        names = ("list_sessions", "get", "stats", "cost_by_model")
+    reads = [(UsageAPI, name, "read", True) for name in names]
     rows = [(usage_rows, name, "rows_to_models", False) for name in ("_usage", "_model_usage")]
     return [
         (Users, "user_for_api_key", "key_lookup", True), *reads, *rows,
