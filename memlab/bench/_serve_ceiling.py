@@ -232,21 +232,20 @@ def create_ceiling_app(db: Any, idle_limit_seconds: float) -> FastAPI:
         total = count[0][0]
         return JSONResponse({"items": [_session(row) for row in rows], "total": total, "has_more": offset + len(rows) < total, "limit": limit, "offset": offset})
 
-    @app.get("/api/v1/sessions/stats")
-    async def stats(request: Request, range: str = "30d") -> JSONResponse:
+    async def ranged(request: Request, range_: str, name: str, shape: Any) -> JSONResponse:
+        """The one statement ``name`` over the visible sessions active in the range, its rows as ``shape(rows)``."""
         binds = await seen(request)
         if isinstance(binds, JSONResponse):
             return binds
-        rows = await db.rows("usage_stats", {**binds, "since": since(range)})
-        return JSONResponse(_stats(range, rows[0]))
+        return JSONResponse(shape(await db.rows(name, {**binds, "since": since(range_)})))
+
+    @app.get("/api/v1/sessions/stats")
+    async def stats(request: Request, range: str = "30d") -> JSONResponse:
+        return await ranged(request, range, "usage_stats", lambda rows: _stats(range, rows[0]))
 
     @app.get("/api/v1/sessions/cost-by-model")
     async def cost_by_model(request: Request, range: str = "30d") -> JSONResponse:
-        binds = await seen(request)
-        if isinstance(binds, JSONResponse):
-            return binds
-        rows = await db.rows("usage_cost_by_model", {**binds, "since": since(range)})
-        return JSONResponse([_cost(row) for row in rows])
+        return await ranged(request, range, "usage_cost_by_model", lambda rows: [_cost(row) for row in rows])
 
     @app.get("/api/v1/sessions/{session_id:path}")
     async def get_session(request: Request, session_id: str) -> JSONResponse:
