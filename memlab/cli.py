@@ -262,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
         "MEMLAB_TEST_POSTGRES_URL is set, Redis cache when MEMLAB_TEST_REDIS_URL is set, else SQLite), seed it through the "
         "Python API, then run one client and then --clients concurrent ones (--turn-clients of them writing turns with "
         "stack.search) over the four /api/v1/sessions endpoints: requests/s, turns/s, p50/p95/p99 per endpoint and "
-        "overall beside the single-client p95, errors (target 0), cold start.",
+        "overall beside the single-client p95, errors (target 0), cold start; then the same clients against a bare "
+        "FastAPI app running the same SQL (the API's ceiling), alternating: requests/s per worker, ratio (target >= 0.7x).",
     )
     serve_bench.add_argument("--workers", type=_positive_int, default=2, help="server worker processes (default: 2)")
     serve_bench.add_argument("--clients", type=_positive_int, default=16, help="concurrent clients (default: 16)")
@@ -270,6 +271,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve_bench.add_argument("--seconds", type=float, default=20.0, help="length of the concurrent phase (default: 20)")
     serve_bench.add_argument("--single-seconds", type=float, default=5.0, help="length of the single-client phase before it (default: 5)")
     serve_bench.add_argument("--sessions", type=_positive_int, default=200, help="sessions seeded before the server starts (default: 200)")
+    serve_bench.add_argument("--rounds", type=_positive_int, default=3, help="rounds of the ceiling comparison (default: 3)")
+    serve_bench.add_argument("--ceiling-seconds", type=float, default=3.0, help="seconds per phase and server in each round (default: 3)")
+    serve_bench.add_argument("--no-ceiling", action="store_true", help="skip the ceiling comparison")
+    serve_bench.add_argument(
+        "--profile", action="store_true", help="also call both apps in process and say where a request's time goes, per part, in µs"
+    )
 
     serve = commands.add_parser(
         "serve",
@@ -638,6 +645,10 @@ def _bench_serve(args: argparse.Namespace) -> int:
         seconds=args.seconds,
         single_seconds=args.single_seconds,
         sessions=args.sessions,
+        ceiling=not args.no_ceiling,
+        rounds=args.rounds,
+        ceiling_seconds=args.ceiling_seconds,
+        profile=args.profile,
     )
     if os.environ.get("MEMLAB_TEST_REDIS_URL", "").strip():  # seeding would fail open on a Redis that is down
         asyncio.run(_require_stores(bench_config("redis", Path(tempfile.gettempdir())), metadata=False))

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from memlab._clock import Clock
 from memlab.exceptions import ValidationError
-from memlab.models import ModelCost, ModelUsage, SessionPage, SessionUsage, UsageStats
+from memlab.models import ModelCost, ModelUsage, SessionPage, SessionUsage, UsageStats, User
 from memlab.relational import SESSION_ORDER_COLUMNS, SESSION_STATUSES, RelationalStore
 from memlab.users import Users
 from memlab.validation import check_flag, check_id
@@ -67,6 +67,15 @@ def _whole(name: str, value: Any, low: int, high: int | None = None) -> int:
         bound = f"from {low} to {high}" if high is not None else f">= {low}"
         raise ValidationError(f"{name} must be a whole number {bound}, got {value!r}")
     return value
+
+
+def _check_listing(status: Any, order_by: Any, descending: Any, limit: Any, offset: Any) -> None:
+    if status is not None:
+        _choice("status", status, STATUSES)
+    _choice("order_by", order_by, SESSION_ORDER_COLUMNS)
+    check_flag("descending", descending)
+    _whole("limit", limit, 1, MAX_LIMIT)
+    _whole("offset", offset, 0, MAX_OFFSET)
 
 
 class Metered:
@@ -177,13 +186,14 @@ class UsageAPI:
         ``abandoned``); ``order_by`` one of :data:`SESSION_ORDER_COLUMNS`; ``limit``
         1..1000; ``offset`` 0..2**31-1. ``has_more`` is ``offset + len(items) < total``.
         """
-        if status is not None:
-            _choice("status", status, STATUSES)
-        _choice("order_by", order_by, SESSION_ORDER_COLUMNS)
-        check_flag("descending", descending)
-        _whole("limit", limit, 1, MAX_LIMIT)
-        _whole("offset", offset, 0, MAX_OFFSET)
-        caller = await self._users.resolve(user)
+        _check_listing(status, order_by, descending, limit, offset)
+        return await self._list_as(
+            await self._users.resolve(user), status=status, order_by=order_by, descending=descending, limit=limit, offset=offset
+        )
+
+    async def _list_as(self, caller: User, *, status: str | None, order_by: str, descending: bool, limit: int, offset: int) -> SessionPage:
+        """:meth:`list_sessions` for ``caller``, a user this stack has just read from the store (see :meth:`_stats_as`)."""
+        _check_listing(status, order_by, descending, limit, offset)
         items, total = await self._store.usage.page(
             caller, status=status, order_by=order_by, descending=descending, limit=limit, offset=offset, cutoff=self._cutoff()
         )
@@ -196,7 +206,11 @@ class UsageAPI:
         caller's own comes first, then the most recently active.
         """
         check_id("session_id", session_id)
-        caller = await self._users.resolve(user)
+        return await self._get_as(await self._users.resolve(user), session_id)
+
+    async def _get_as(self, caller: User, session_id: str) -> SessionUsage | None:
+        """:meth:`get` for ``caller``, a user this stack has just read from the store (see :meth:`_stats_as`)."""
+        check_id("session_id", session_id)
         return await self._store.usage.get(caller, session_id, self._cutoff())
 
     async def models(self, session: SessionUsage) -> list[ModelUsage]:
@@ -205,8 +219,17 @@ class UsageAPI:
 
     async def stats(self, range: str = "30d", user: Any = None) -> UsageStats:
         """Totals over the visible sessions active in ``range`` (``24h`` | ``7d`` | ``30d`` | ``all``)."""
+        self._since(range)  # a bad range fails before the user is looked up
+        return await self._stats_as(await self._users.resolve(user), range)
+
+    async def _stats_as(self, caller: User, range: str) -> UsageStats:
+        """:meth:`stats` for ``caller``, a user this stack has just read from the store, so not read again.
+
+        The HTTP API's callers: ``stack.users.user_for_api_key`` read the key's user (and
+        its parent, which the visibility rule uses) in the same request, which is what
+        :meth:`Users.resolve` would read once more. Every other argument is checked here.
+        """
         since = self._since(range)
-        caller = await self._users.resolve(user)
         row = await self._store.usage.stats(caller, since, self._cutoff())
         sessions, tokens_in, tokens_out, cost, unpriced_in, unpriced_out, embedding, embedding_cost, unpriced_embedding, errors, *by_status = row
         return UsageStats(
@@ -226,8 +249,12 @@ class UsageAPI:
 
     async def cost_by_model(self, range: str = "30d", user: Any = None) -> list[ModelCost]:
         """One row per (model, kind) over the visible sessions active in ``range``; ``cost_usd`` None when none of its calls was priced."""
+        self._since(range)  # a bad range fails before the user is looked up
+        return await self._cost_by_model_as(await self._users.resolve(user), range)
+
+    async def _cost_by_model_as(self, caller: User, range: str) -> list[ModelCost]:
+        """:meth:`cost_by_model` for ``caller``, a user this stack has just read from the store (see :meth:`_stats_as`)."""
         since = self._since(range)
-        caller = await self._users.resolve(user)
         rows = await self._store.usage.cost_by_model(caller, since, self._cutoff())
         return [
             ModelCost(

@@ -20,7 +20,8 @@ open or a store is down).
 ``create_app(stack)`` builds the app (it opens the stack on startup when it is not
 open yet, and then closes it on shutdown); ``app_from_env()`` is the factory
 ``memlab serve`` uses (``uvicorn memlab.api:app_from_env --factory``); ``serve()``
-runs uvicorn. FastAPI and uvicorn come with ``pip install 'memlab[api]'``.
+runs uvicorn, through ``run_factory(target, factory, ...)``, which serves any app factory
+the same way (``memlab bench serve`` serves its ceiling app with it). FastAPI and uvicorn come with ``pip install 'memlab[api]'``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,6 @@ try:
 except ImportError as exc:  # pragma: no cover - the dev extra installs it
     raise ImportError("memlab.api needs FastAPI and uvicorn: pip install 'memlab[api]'") from exc
 
-from memlab.api._app import ErrorBody, Health, app_from_env, create_app, serve
+from memlab.api._app import ErrorBody, Health, app_from_env, create_app, run_factory, serve
 
-__all__ = ["ErrorBody", "Health", "app_from_env", "create_app", "serve"]
+__all__ = ["ErrorBody", "Health", "app_from_env", "create_app", "run_factory", "serve"]

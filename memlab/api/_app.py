@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPBearer
+from pydantic import BaseModel, TypeAdapter
 
 from memlab.exceptions import BackendError, StackStateError, ValidationError
 from memlab.lifecycle import StackState
@@ -17,7 +17,7 @@ from memlab.models import ModelCost, SessionPage, SessionUsage, UsageStats, User
 from memlab.stack import MemoryStack
 from memlab.usage import MAX_LIMIT, MAX_OFFSET
 
-__all__ = ["ErrorBody", "Health", "app_from_env", "create_app", "serve"]
+__all__ = ["ErrorBody", "Health", "app_from_env", "create_app", "run_factory", "serve"]
 
 #: query values ``stack.usage`` accepts, declared here too so the OpenAPI schema lists them
 SessionStatus = Literal["running", "completed", "failed", "abandoned"]
@@ -42,31 +42,37 @@ class Health(BaseModel):
     version: str
 
 
-_bearer = HTTPBearer(auto_error=False, description="an API key: `memlab users create-key NAME` or `stack.users.create_api_key(user)`")
-
-
 def _unauthorized(detail: str, *, invalid: bool) -> HTTPException:
     challenge = 'Bearer error="invalid_token"' if invalid else "Bearer"
     return HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": challenge})
 
 
-def _stack(request: Request) -> MemoryStack:
-    return request.app.state.stack
+class _BearerKey(HTTPBearer):
+    """The schema's ``HTTPBearer`` scheme, whose dependency is the key's user itself.
+
+    One dependency instead of a user dependency on the credentials dependency: FastAPI
+    solves each level of dependencies per request at a cost of its own (the routes'
+    ceiling in ``memlab bench serve`` has none), and the OpenAPI schema is the same.
+    """
+
+    async def __call__(self, request: Request) -> User:  # type: ignore[override]
+        """The user of the request's bearer key; 401 for a missing, malformed, unknown or revoked key."""
+        credentials = await super().__call__(request)
+        if credentials is None:
+            raise _unauthorized("an API key is required: send 'Authorization: Bearer <key>'", invalid=False)
+        stack: MemoryStack = request.app.state.stack
+        try:
+            user = await stack.users.user_for_api_key(credentials.credentials)
+        except ValidationError:  # not even shaped like a key
+            user = None
+        if user is None:
+            raise _unauthorized("the API key is unknown or revoked", invalid=True)
+        return user
 
 
-async def _caller(
-    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-) -> User:
-    """The user of the request's bearer key; 401 for a missing, malformed, unknown or revoked key."""
-    if credentials is None:
-        raise _unauthorized("an API key is required: send 'Authorization: Bearer <key>'", invalid=False)
-    try:
-        user = await _stack(request).users.user_for_api_key(credentials.credentials)
-    except ValidationError:  # not even shaped like a key
-        user = None
-    if user is None:
-        raise _unauthorized("the API key is unknown or revoked", invalid=True)
-    return user
+_caller = _BearerKey(
+    scheme_name="HTTPBearer", auto_error=False, description="an API key: `memlab users create-key NAME` or `stack.users.create_api_key(user)`"
+)
 
 
 Caller = Annotated[User, Depends(_caller)]
@@ -76,6 +82,15 @@ _AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "missing, unknown or revoked API key"},
     503: {"model": ErrorBody, "description": "the stack is not open, or a store is unavailable"},
 }
+
+
+#: ``list[ModelCost]`` to JSON, as FastAPI serialises a response_model (no aliases in these models)
+_MODEL_COSTS = TypeAdapter(list[ModelCost])
+
+
+def _json(body: str | bytes) -> Response:
+    """A 200 answer of JSON a model has already serialised."""
+    return Response(content=body, media_type="application/json")
 
 
 def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -121,6 +136,10 @@ def create_app(stack: MemoryStack) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.stack = stack
+    # the routes' caller is the user _caller has just read from the store (with its parent), so usage reads it no
+    # more (the *_as methods), and each answer is the model's own JSON, the response_model declaring its schema:
+    # FastAPI would validate the returned model again (rebuilding every row) before serialising the same JSON
+    usage = stack.usage
     app.add_exception_handler(ValidationError, _validation_error)
     app.add_exception_handler(StackStateError, _unavailable)
     app.add_exception_handler(BackendError, _unavailable)
@@ -140,20 +159,21 @@ def create_app(stack: MemoryStack) -> FastAPI:
         descending: bool = True,
         limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
-    ) -> SessionPage:
+    ) -> Response:
         """One page of the sessions visible to the caller (its own, its agents', those of datasets it may read)."""
-        return await stack.usage.list_sessions(caller, status=status, order_by=order_by, descending=descending, limit=limit, offset=offset)
+        page = await usage._list_as(caller, status=status, order_by=order_by, descending=descending, limit=limit, offset=offset)
+        return _json(page.model_dump_json())
 
     # before /{session_id}: these two paths are not session ids
     @app.get("/api/v1/sessions/stats", response_model=UsageStats, responses=_AUTH_ERRORS, tags=["sessions"])
-    async def stats(caller: Caller, range_: RangeQuery = "30d") -> UsageStats:
+    async def stats(caller: Caller, range_: RangeQuery = "30d") -> Response:
         """Totals over the visible sessions active in the range."""
-        return await stack.usage.stats(range=range_, user=caller)
+        return _json((await usage._stats_as(caller, range_)).model_dump_json())
 
     @app.get("/api/v1/sessions/cost-by-model", response_model=list[ModelCost], responses=_AUTH_ERRORS, tags=["sessions"])
-    async def cost_by_model(caller: Caller, range_: RangeQuery = "30d") -> list[ModelCost]:
+    async def cost_by_model(caller: Caller, range_: RangeQuery = "30d") -> Response:
         """Usage and cost per (model, kind) over the visible sessions active in the range."""
-        return await stack.usage.cost_by_model(range=range_, user=caller)
+        return _json(_MODEL_COSTS.dump_json(await usage._cost_by_model_as(caller, range_)))
 
     @app.get(
         "/api/v1/sessions/{session_id:path}",
@@ -161,12 +181,12 @@ def create_app(stack: MemoryStack) -> FastAPI:
         responses={**_AUTH_ERRORS, 404: {"model": ErrorBody, "description": "no such session visible to the caller"}},
         tags=["sessions"],
     )
-    async def get_session(caller: Caller, session_id: str) -> SessionUsage:
+    async def get_session(caller: Caller, session_id: str) -> Response:
         """One visible session with its per-model usage; 404 when it is unknown or not visible (one answer for both)."""
-        found = await stack.usage.get(session_id, user=caller)
+        found = await usage._get_as(caller, session_id)
         if found is None:
             raise HTTPException(status_code=404, detail=_NOT_FOUND)
-        return found
+        return _json(found.model_dump_json())
 
     return app
 
@@ -178,15 +198,23 @@ def app_from_env() -> FastAPI:
 
 def serve(*, host: str = "127.0.0.1", port: int = 8000, workers: int = 1) -> None:
     """Run the API with uvicorn on the stack from the environment; ``workers > 1`` starts that many processes."""
+    run_factory("memlab.api:app_from_env", app_from_env, host=host, port=port, workers=workers)
+
+
+def run_factory(target: str, factory: Callable[[], Any], *, host: str, port: int, workers: int) -> None:
+    """Run the app ``factory()`` builds under uvicorn; ``workers > 1``: that many processes importing ``target`` (``module:factory``).
+
+    The way ``memlab serve`` runs, shared with ``memlab bench serve``'s ceiling app so both are served alike.
+    """
     import uvicorn
 
     options: dict[str, Any] = {"host": host, "port": port, "lifespan": "on", "ws": "none"}  # the stack opens in the lifespan
     if workers == 1:
-        uvicorn.run(app_from_env(), **options)
+        uvicorn.run(factory(), **options)
         return
     from uvicorn.supervisors import Multiprocess
 
-    config = uvicorn.Config("memlab.api:app_from_env", factory=True, workers=workers, **options)
+    config = uvicorn.Config(target, factory=True, workers=workers, **options)
     Multiprocess(config, sockets=[_tcp(config.bind_socket())]).run()
 
 

@@ -61,7 +61,7 @@ from memlab.bench.errors import BenchmarkError
 from memlab.exceptions import ValidationError
 from memlab.testing.databases import throwaway_database
 
-__all__ = ["ENDPOINTS", "ERRORS_TARGET", "MIX", "ServeBenchSpec", "format_serve_table", "process_gone", "run_bench_serve", "server_environment"]
+__all__ = ["CEILING_TARGET", "ENDPOINTS", "ERRORS_TARGET", "MIX", "PHASES", "ServeBenchSpec", "format_serve_table", "process_gone", "run_bench_serve", "server_environment"]
 
 #: endpoint label -> path template of the four read endpoints
 ENDPOINTS: dict[str, str] = {
@@ -74,6 +74,10 @@ ENDPOINTS: dict[str, str] = {
 MIX: dict[str, float] = {"list": 0.40, "session": 0.30, "stats": 0.15, "cost": 0.15}
 #: errors allowed in a run (any non-2xx answer or exception)
 ERRORS_TARGET = 0
+#: requests/s per worker memlab's API should reach of the ceiling app's, same run (issue 25)
+CEILING_TARGET = 0.7
+#: phases of the ceiling comparison: the mix, then each endpoint alone
+PHASES = ("mix", *ENDPOINTS)
 
 _TURN = "turn"
 _ALL = "all"
@@ -106,14 +110,26 @@ class ServeBenchSpec:
     warmup_requests: int = 40
     seed: int = 0
     startup_timeout: float = 120.0
+    #: also serve the ceiling app (:mod:`memlab.bench._serve_ceiling`) and compare against it, alternating
+    ceiling: bool = True
+    #: rounds of the comparison (each runs every phase on both servers)
+    rounds: int = 3
+    #: seconds of each phase of a round, per server
+    ceiling_seconds: float = 3.0
+    #: also time both apps in process, per part of a request (:mod:`memlab.bench._serve_profile`)
+    profile: bool = False
+    #: requests per endpoint and app in each pass of the profile
+    profile_requests: int = 200
+    #: passes of the profile (the order of the apps alternating)
+    profile_passes: int = 5
 
     def __post_init__(self) -> None:
-        for name in ("workers", "clients", "sessions"):
+        for name in ("workers", "clients", "sessions", "rounds", "profile_requests", "profile_passes"):
             if getattr(self, name) < 1:
                 raise ValidationError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0 <= self.turn_clients < self.clients:
             raise ValidationError(f"turn_clients must be from 0 to clients - 1 ({self.clients - 1}): one client at least issues HTTP requests, got {self.turn_clients}")
-        for name in ("seconds", "single_seconds", "startup_timeout"):
+        for name in ("seconds", "single_seconds", "startup_timeout", "ceiling_seconds"):
             value = getattr(self, name)
             if not 0 < value < float("inf"):
                 raise ValidationError(f"{name} must be a number of seconds > 0, got {value!r}")
@@ -269,20 +285,27 @@ class _Server:
 
     _WORKER = re.compile(r"Started server process \[(\d+)\]")
 
-    def __init__(self, env: Mapping[str, str], workers: int) -> None:
+    def __init__(self, env: Mapping[str, str], workers: int, module: str = "memlab") -> None:
         self.workers = workers
+        self.name = "memlab serve" if module == "memlab" else module
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.lines: deque[str] = deque(maxlen=50)
         self.worker_pids: list[int] = []
         self.ready_at: list[float] = []  # perf_counter of each "Application startup complete."
         self.began = time.perf_counter()
-        argv = [sys.executable, "-m", "memlab", "serve", "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(workers)]
+        command = ["serve"] if module == "memlab" else []  # the ceiling module takes the same options
+        argv = [sys.executable, "-m", module, *command, "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(workers)]
         self.process = subprocess.Popen(
             argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
         )
         self._reader = threading.Thread(target=self._read, name="memlab-bench-serve-stderr", daemon=True)
         self._reader.start()
+
+    @property
+    def workers_only(self) -> list[int]:
+        """The processes answering requests: the workers, or the one process when it serves alone."""
+        return [pid for pid in self.worker_pids if pid != self.process.pid] or [self.process.pid]
 
     @property
     def pids(self) -> list[int]:
@@ -311,7 +334,7 @@ class _Server:
         async with httpx.AsyncClient(base_url=self.url, timeout=5, trust_env=False) as client:
             while first_ok is None:
                 if self.process.poll() is not None:
-                    raise BenchmarkError(f"memlab serve exited with {self.process.returncode} during startup:\n{self.tail()}")
+                    raise BenchmarkError(f"{self.name} exited with {self.process.returncode} during startup:\n{self.tail()}")
                 try:
                     if (await client.get("/healthz")).status_code == 200:
                         first_ok = time.perf_counter()
@@ -319,7 +342,7 @@ class _Server:
                 except httpx.TransportError:
                     pass
                 if time.perf_counter() > deadline:
-                    raise BenchmarkError(f"memlab serve did not answer /healthz within {timeout:g} s:\n{self.tail()}")
+                    raise BenchmarkError(f"{self.name} did not answer /healthz within {timeout:g} s:\n{self.tail()}")
                 await asyncio.sleep(0.02)
         while len(self.ready_at) < self.workers and time.perf_counter() < deadline and self.process.poll() is None:
             await asyncio.sleep(0.02)
@@ -380,8 +403,8 @@ class _Load:
         self.new_sessions: list[_Session] = []
         self._owner, self._dataset = world.visible[0].owner, world.visible[0].dataset  # the caller's own dataset
 
-    def request(self, rng: random.Random) -> tuple[str, str, dict[str, Any]]:
-        op = rng.choices(list(MIX), weights=list(MIX.values()))[0]
+    def request(self, rng: random.Random, only: str | None = None) -> tuple[str, str, dict[str, Any]]:
+        op = only or rng.choices(list(MIX), weights=list(MIX.values()))[0]
         if op == "list":
             params: dict[str, Any] = {
                 "order_by": rng.choice(_ORDERS),
@@ -397,8 +420,8 @@ class _Load:
             return op, f"/api/v1/sessions/{rng.choice(self.pool).session_id}", {}
         return op, "/api/v1/sessions/stats" if op == "stats" else "/api/v1/sessions/cost-by-model", {"range": rng.choice(_RANGES)}
 
-    async def http(self, client: Any, rng: random.Random, tally: _Tally) -> None:
-        op, path, params = self.request(rng)
+    async def http(self, client: Any, rng: random.Random, tally: _Tally, only: str | None = None) -> None:
+        op, path, params = self.request(rng, only)
         began = time.perf_counter()
         try:
             response = await client.get(path, params=params)
@@ -467,9 +490,13 @@ async def _single(load: _Load, url: str, key: str, spec: ServeBenchSpec) -> _Tal
     return tally
 
 
-async def _concurrent(load: _Load, url: str, key: str, spec: ServeBenchSpec) -> _Tally:
-    """``clients - turn_clients`` HTTP clients and ``turn_clients`` turn writers at once for ``seconds``."""
+async def _concurrent(load: _Load, url: str, key: str, spec: ServeBenchSpec, seconds: float | None = None, only: str | None = None) -> _Tally:
+    """``clients - turn_clients`` HTTP clients and ``turn_clients`` turn writers at once for ``seconds`` (the spec's by default).
+
+    ``only``: the HTTP clients issue that endpoint alone instead of the mix.
+    """
     tally = _Tally()
+    seconds = spec.seconds if seconds is None else seconds
     start = asyncio.Event()
     deadline = 0.0
 
@@ -479,7 +506,7 @@ async def _concurrent(load: _Load, url: str, key: str, spec: ServeBenchSpec) -> 
             await client.get("/healthz")  # connect before the clock starts
             await start.wait()
             while time.perf_counter() < deadline:
-                await load.http(client, rng, tally)
+                await load.http(client, rng, tally, only)
 
     async def turn_client(i: int) -> None:
         rng = random.Random(spec.seed * 1000 + 100 + i)
@@ -491,11 +518,100 @@ async def _concurrent(load: _Load, url: str, key: str, spec: ServeBenchSpec) -> 
     tasks += [asyncio.create_task(turn_client(i)) for i in range(spec.turn_clients)]
     await asyncio.sleep(0.2)  # let the HTTP clients connect
     began = time.perf_counter()
-    deadline = began + spec.seconds
+    deadline = began + seconds
     start.set()
     await asyncio.gather(*tasks)
     tally.elapsed = time.perf_counter() - began
     return tally
+
+
+# -- the ceiling comparison ------------------------------------------------------------------------
+
+
+async def _same_answers(load: _Load, mine: str, ceiling: str, key: str, spec: ServeBenchSpec) -> dict[str, Any]:
+    """The same requests to both servers (8 per endpoint, a 401 and a 404): status and JSON body must be equal."""
+    rng = random.Random(spec.seed * 1000 + 700)
+    requests = [load.request(rng, op) for op in ENDPOINTS for _ in range(8)]
+    requests.append(("session", "/api/v1/sessions/bench-serve-no-such-session", {}))
+    checked, mismatches = 0, []
+    async with _client(mine, key) as a, _client(ceiling, key) as b, _client(mine, "mlk_not-a-key") as bad_a, _client(ceiling, "mlk_not-a-key") as bad_b:
+        for pair, (_, path, params) in [((a, b), request) for request in requests] + [((bad_a, bad_b), requests[0])]:
+            ours, theirs = await pair[0].get(path, params=params), await pair[1].get(path, params=params)
+            checked += 1
+            if ours.status_code != theirs.status_code or ours.json() != theirs.json():
+                mismatches.append(f"{path} {params}: memlab {ours.status_code} {ours.text[:300]} | ceiling {theirs.status_code} {theirs.text[:300]}")
+    return {"checked": checked, "mismatched": len(mismatches), "samples": mismatches[:3]}
+
+
+async def _compare(load: _Load, servers: Mapping[str, _Server], key: str, spec: ServeBenchSpec, say: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[_Tally]]:
+    """``spec.rounds`` rounds of every phase on both servers, back to back, the order alternating; one row per run."""
+    runs, tallies = [], []
+    for round_ in range(spec.rounds):
+        say(f"ceiling comparison: round {round_ + 1}/{spec.rounds}")
+        for i, phase in enumerate(PHASES):
+            for name in ("memlab", "ceiling") if (round_ + i) % 2 == 0 else ("ceiling", "memlab"):
+                server = servers[name]
+                before = {pid: _cpu_seconds(pid) for pid in server.workers_only}
+                tally = await _concurrent(load, server.url, key, spec, spec.ceiling_seconds, None if phase == "mix" else phase)
+                spent = [_delta(_cpu_seconds(pid), was) for pid, was in before.items()]
+                cpu = None if None in spent else sum(spent)  # type: ignore[arg-type]
+                times = [t for op in ENDPOINTS for t in tally.times[op]]
+                errors = sum(tally.errors[op] for op in ENDPOINTS)
+                per_s = (len(times) + errors) / tally.elapsed
+                runs.append(
+                    {
+                        "round": round_, "phase": phase, "server": name, "count": len(times) + errors, "errors": errors, "per_s": per_s,
+                        "per_s_worker": per_s / spec.workers, "p50_ms": percentile(times, 50, scale=1000), "p99_ms": percentile(times, 99, scale=1000),
+                        "cpu_s": cpu, "cpu_us_per_request": cpu / len(times) * 1e6 if cpu is not None and times else None, "seconds": tally.elapsed,
+                    }
+                )
+                tallies.append(tally)
+    return runs, tallies
+
+
+async def _profile(load: _Load, stack: Any, config: Any, key: str, spec: ServeBenchSpec) -> list[dict[str, Any]]:
+    """memlab's app (on this process's stack) and the ceiling app called in process: µs per request and per part."""
+    from memlab.api import create_app
+    from memlab.bench._serve_ceiling import app_for
+    from memlab.bench._serve_profile import profile_apps
+
+    rng = random.Random(spec.seed * 1000 + 800)
+    requests = {op: [load.request(rng, op) for _ in range(spec.profile_requests)] for op in ENDPOINTS}
+    ceiling = app_for(config)
+    async with ceiling.router.lifespan_context(ceiling):
+        return await profile_apps({"memlab": create_app(stack), "ceiling": ceiling}, requests, key, passes=spec.profile_passes)
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    known = sorted(v for v in values if v is not None)
+    if not known:
+        return None
+    middle = len(known) // 2
+    return known[middle] if len(known) % 2 else (known[middle - 1] + known[middle]) / 2
+
+
+def _ceiling_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per phase: both servers' medians over the rounds, and the median of the per-round ratios memlab / ceiling."""
+    rows = []
+    for phase in PHASES:
+        of = {name: sorted((r for r in runs if r["phase"] == phase and r["server"] == name), key=lambda r: r["round"]) for name in ("memlab", "ceiling")}
+        pairs = list(zip(of["memlab"], of["ceiling"]))
+        ratios = [m["per_s"] / c["per_s"] for m, c in pairs if c["per_s"]]
+        cpu = [c["cpu_us_per_request"] / m["cpu_us_per_request"] for m, c in pairs if m["cpu_us_per_request"] and c["cpu_us_per_request"]]
+        row: dict[str, Any] = {"phase": phase, "label": "all HTTP requests (the mix)" if phase == "mix" else ENDPOINTS[phase], "rounds": len(pairs)}
+        for name in ("memlab", "ceiling"):
+            for measure in ("per_s_worker", "p50_ms", "p99_ms", "cpu_us_per_request"):
+                row[f"{name}_{measure}"] = _median([r[measure] for r in of[name]])
+        # judged on the CPU ratio: the clients share the machine's cores with the servers, so requests/s measure the
+        # share of CPU each side got as much as the servers; CPU per request is what a worker can do (1e6 / µs per s)
+        judged = _median(cpu) if cpu else _median(ratios)
+        row.update(
+            ratio=_median(ratios), ratio_min=min(ratios, default=None), ratio_max=max(ratios, default=None), cpu_ratio=_median(cpu),
+            cpu_ratio_min=min(cpu, default=None), cpu_ratio_max=max(cpu, default=None), judged="cpu" if cpu else "requests",
+            target=CEILING_TARGET, passed=judged is not None and judged >= CEILING_TARGET,
+        )
+        rows.append(row)
+    return rows
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -556,6 +672,9 @@ async def run_bench_serve(spec: ServeBenchSpec, *, progress: Callable[[str], Non
             stack = await MemoryStack.from_config(config).open()
             load = _Load(world, stack)
             server: _Server | None = None
+            ceiling_server: _Server | None = None
+            compare_tallies: list[_Tally] = []
+            profile: list[dict[str, Any]] | None = None
             try:
                 say(f"starting memlab serve --workers {spec.workers}")
                 server = _Server(env, spec.workers)
@@ -566,14 +685,26 @@ async def run_bench_serve(spec: ServeBenchSpec, *, progress: Callable[[str], Non
                 say(f"1 client for {spec.single_seconds:g} s")
                 single = await _single(load, server.url, world.key, spec)
                 say(f"{spec.clients} clients ({spec.turn_clients} writing turns) for {spec.seconds:g} s")
-                workers = [pid for pid in server.worker_pids if pid != server.process.pid] or [server.process.pid]
-                cpu_before = {pid: _cpu_seconds(pid) for pid in workers}
+                cpu_before = {pid: _cpu_seconds(pid) for pid in server.workers_only}
                 client_cpu = time.process_time()
                 concurrent = await _concurrent(load, server.url, world.key, spec)
                 client_cpu = time.process_time() - client_cpu
                 cpu = {str(pid): _delta(_cpu_seconds(pid), before) for pid, before in cpu_before.items()}
+                if spec.ceiling:
+                    say(f"starting the ceiling app (python -m memlab.bench._serve_ceiling --workers {spec.workers})")
+                    ceiling_server = _Server(env, spec.workers, module="memlab.bench._serve_ceiling")
+                    ceiling_start = await ceiling_server.wait_ready(spec.startup_timeout)
+                    await _warm_up(load, ceiling_server.url, world.key, spec, warm)
+                    same = await _same_answers(load, server.url, ceiling_server.url, world.key, spec)
+                    if same["mismatched"]:
+                        raise BenchmarkError(f"the ceiling app answers differently from memlab ({same['mismatched']} of {same['checked']}): {same['samples'][0]}")
+                    runs, compare_tallies = await _compare(load, {"memlab": server, "ceiling": ceiling_server}, world.key, spec, say)
+                if spec.profile:
+                    say(f"profile: both apps in process, {spec.profile_passes} passes of {spec.profile_requests} requests per endpoint")
+                    profile = await _profile(load, stack, config, world.key, spec)
             finally:
                 stop_s = await server.stop() if server is not None else None
+                ceiling_stop = await ceiling_server.stop() if ceiling_server is not None else None
                 try:
                     if redis_url:  # the run's sessions on a shared server
                         for session in [*world.sessions, *load.new_sessions]:
@@ -583,7 +714,7 @@ async def run_bench_serve(spec: ServeBenchSpec, *, progress: Callable[[str], Non
     single_rows, concurrent_rows = _rows("single", single), _rows("concurrent", concurrent)
     for row, alone in zip(concurrent_rows, single_rows):
         row["single_p95_ms"] = alone["p95_ms"]
-    tallies = (warm, single, concurrent)
+    tallies = (warm, single, concurrent, *compare_tallies)
     total = sum(sum(t.errors.values()) for t in tallies)
     kinds: Counter[str] = Counter()
     for t in tallies:
@@ -597,11 +728,23 @@ async def run_bench_serve(spec: ServeBenchSpec, *, progress: Callable[[str], Non
         "server": {**start, "stop_s": stop_s, "pids": server.pids, "worker_cpu_s": cpu, "workers": spec.workers},
         "client_cpu_s": client_cpu,
         "rows": [*concurrent_rows, *single_rows],
+        "ceiling": (
+            {
+                "server": {**ceiling_start, "stop_s": ceiling_stop, "pids": ceiling_server.pids, "workers": spec.workers},
+                "same_answers": same,
+                "runs": runs,
+                "rows": _ceiling_rows(runs),
+                "target": CEILING_TARGET,
+            }
+            if ceiling_server is not None
+            else None
+        ),
+        "profile": profile,
         "errors": {
             "total": total,
             "warm_up": sum(warm.errors.values()),
             "by_kind": dict(kinds),
-            "samples": [*warm.samples, *single.samples, *concurrent.samples][:5],
+            "samples": [sample for t in tallies for sample in t.samples][:5],
             "target": ERRORS_TARGET,
             "passed": total <= ERRORS_TARGET,
         },
@@ -678,6 +821,10 @@ def format_serve_table(result: Mapping[str, Any]) -> str:
             + " + ".join(f"{value:.1f}" for value in cpu)
             + f" s, benchmark process (clients + turn writers) {result['client_cpu_s']:.1f} s."
         )
+    if result.get("ceiling"):
+        lines += ["", *_ceiling_lines(result)]
+    if result.get("profile"):
+        lines += ["", *_profile_lines(result)]
     seeded = result["seeded"]
     lines.append(
         f"seeded: {seeded['sessions']} sessions ({seeded['visible']} visible to the caller, {seeded['turns']} turns) of {seeded['users']} users "
@@ -689,3 +836,69 @@ def format_serve_table(result: Mapping[str, Any]) -> str:
         "latency = the awaited call, body read, successful calls only."
     )
     return "\n".join(lines)
+
+
+def _ceiling_lines(result: Mapping[str, Any]) -> list[str]:
+    """The comparison with the ceiling app: per phase, requests/s per worker, the ratio and its verdict, latency, server CPU."""
+    spec, ceiling = result["spec"], result["ceiling"]
+    clients, turn_clients = spec["clients"], spec["turn_clients"]
+    headers = [
+        "phase", "memlab req/s/worker", "ceiling req/s/worker", "ratio", "min..max", "memlab p50 / p99 ms", "ceiling p50 / p99 ms",
+        "memlab CPU µs/req", "ceiling CPU µs/req", "CPU ratio", "min..max", "target", "result",
+    ]
+
+    def spread(low: float | None, high: float | None) -> str:
+        return f"{low:.2f}..{high:.2f}" if low is not None and high is not None else "—"
+
+    def times(value: float | None) -> str:
+        return "—" if value is None else f"{value:.2f}x"
+
+    body = [
+        [
+            row["label"], number(row["memlab_per_s_worker"], 1), number(row["ceiling_per_s_worker"], 1), times(row["ratio"]),
+            spread(row["ratio_min"], row["ratio_max"]), f"{_ms(row['memlab_p50_ms'])} / {_ms(row['memlab_p99_ms'])}",
+            f"{_ms(row['ceiling_p50_ms'])} / {_ms(row['ceiling_p99_ms'])}", number(row["memlab_cpu_us_per_request"]),
+            number(row["ceiling_cpu_us_per_request"]), times(row["cpu_ratio"]), spread(row.get("cpu_ratio_min"), row.get("cpu_ratio_max")),
+            f">= {row['target']:g}x ({'CPU' if row.get('judged', 'cpu') == 'cpu' else 'req/s'})", "PASS" if row["passed"] else "MISS",
+        ]
+        for row in ceiling["rows"]
+    ]
+    same = ceiling["same_answers"]
+    return [
+        f"memlab vs its ceiling: a bare FastAPI app running the same SQL through the same driver (memlab/bench/_serve_ceiling.py), "
+        f"served like memlab serve (uvicorn, --workers {spec['workers']}); same {clients} clients ({clients - turn_clients} HTTP + {turn_clients} writing turns), "
+        f"{spec['rounds']} rounds of {spec['ceiling_seconds']:g} s per phase and server, back to back, order alternating; medians over the rounds",
+        render(headers, body, right=range(1, len(headers))),
+        f"same answers: {same['checked']} requests (8 per endpoint, a 404, a 401) to both servers before timing, equal status and JSON body: "
+        + ("yes" if not same["mismatched"] else f"{same['mismatched']} differ"),
+        "ratio: memlab / ceiling requests/s per worker in the same round (median of the rounds). CPU µs/req: the server workers' CPU "
+        "(user + system) per answered request; CPU ratio: ceiling / memlab CPU per request in the same round, i.e. memlab's requests per "
+        "worker-CPU-second over the ceiling's: the requests/s per worker each could serve with the CPU to itself. The target is judged on it: "
+        "the clients (one process, httpx) and the turn writers share the cores with both servers, so the requests/s measure how the CPU was "
+        "shared as much as the servers.",
+    ]
+
+
+def _profile_lines(result: Mapping[str, Any]) -> list[str]:
+    """``--profile``: per endpoint, µs per request of each app in process, and of what memlab's and the ceiling's are made."""
+    spec = result["spec"]
+    headers = [
+        "endpoint", "memlab µs", "ceiling µs", "ceiling / memlab", "memlab: key lookup", "read (SQL + models)", "of it rows -> models", "JSON",
+        "FastAPI (rest)", "ceiling: key lookup", "read (SQL)", "FastAPI + dicts + JSON (rest)",
+    ]
+    body = [
+        [
+            ENDPOINTS[row["operation"]], number(row["memlab_us"]), number(row["ceiling_us"]), f"{row['ratio']:.2f}x",
+            *(number(row[f"memlab_{part}_us"]) for part in ("key_lookup", "read", "rows_to_models", "json", "framework")),
+            *(number(row[f"ceiling_{part}_us"]) for part in ("key_lookup", "read", "framework")),
+        ]
+        for row in result["profile"]
+    ]
+    return [
+        f"where a request's time goes (--profile): both apps called in this process as ASGI apps (no HTTP server, no socket, no client), "
+        f"{spec['profile_requests']} requests per endpoint and app per pass, median of {spec['profile_passes']} passes, the order alternating; µs per request",
+        render(headers, body, right=range(1, len(headers))),
+        "parts: wall time of the functions doing them (memlab: Users.user_for_api_key; UsageAPI's read, of which the SessionUsage / ModelUsage "
+        "models built from the rows; model_dump_json / TypeAdapter.dump_json; the ceiling: its api_key_user statement, its endpoint's statements); "
+        "the rest is the app's FastAPI part (routing, query parameters, dependencies, the response). SQL parts include the database server's own time on PostgreSQL.",
+    ]

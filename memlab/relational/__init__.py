@@ -13,7 +13,7 @@ from memlab.relational._data import DataRepository, NewData
 from memlab.relational._datasets import DatasetRepository
 from memlab.relational._runs import ADD_PIPELINE, COGNIFY_PIPELINE, BuildState, RunRepository
 from memlab.relational._sessions import READS_REMEMBERED, SessionRecordRepository
-from memlab.relational._store import RelationalStore
+from memlab.relational._store import RelationalStore, statements_for
 from memlab.relational._usage import SESSION_ORDER_COLUMNS, SESSION_STATUSES, UsageRepository
 from memlab.relational._users import UserRepository
 
@@ -32,4 +32,5 @@ __all__ = [
     "SessionRecordRepository",
     "UsageRepository",
     "UserRepository",
+    "statements_for",
 ]

@@ -30,12 +30,23 @@ class Run(Protocol):
     def __call__(self, fn: Callable[[DB], T], *, write: bool) -> Awaitable[T]: ...
 
 
+#: the store's one-statement read: ``await read(name, params)`` -> rows (see ``RelationalStore._read``)
+Read = Callable[[str, dict[str, Any]], Awaitable[list]]
+
+
 class Repository(abc.ABC):
     """One concern's queries over the store's run function and clock."""
 
-    def __init__(self, run: Run, clock: Clock) -> None:
+    def __init__(self, run: Run, clock: Clock, read: Read | None = None) -> None:
         self._run = run
         self._clock = clock
+        self._read_rows = read
+
+    async def _read(self, name: str, /, **params: Any) -> list:
+        """The rows of one read statement alone (the store's ``_read``; without one, a read transaction of that statement)."""
+        if self._read_rows is None:
+            return await self._run(lambda db: db.rows(name, **params), write=False)
+        return await self._read_rows(name, params)
 
     @staticmethod
     @abc.abstractmethod

@@ -9,9 +9,9 @@ and upgraded in place on open.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql import ClauseElement
@@ -90,7 +90,7 @@ class RelationalStore:
         self._resolved = resolve_url(url) if url is not None else None
         self.where = str(self.path) if self._resolved is None else self._resolved[1].render_as_string(hide_password=True)
         #: users (agents) and their API keys
-        self.users = UserRepository(self._run, clock)
+        self.users = UserRepository(self._run, clock, self._read)
         #: datasets and the permissions granted on them
         self.datasets = DatasetRepository(self._run, clock)
         #: the documents of each dataset
@@ -98,7 +98,7 @@ class RelationalStore:
         #: session records (activity, end) and the datasets each session read
         self.sessions = SessionRecordRepository(self._run, clock)
         #: sessions' token and cost usage
-        self.usage = UsageRepository(self._run, clock)
+        self.usage = UsageRepository(self._run, clock, self._read)
         #: pipeline runs and each dataset's build state
         self.runs = RunRepository(self._run, clock)
         #: graph elements' feedback weights (memlab.flows.feedback)
@@ -156,8 +156,20 @@ class RelationalStore:
 
     async def _run(self, fn: Callable[[DB], T], *, write: bool) -> T:
         """``fn(db)`` in one transaction on the runner; a lost connection raises ``BackendError`` naming the database."""
+        return await self._named_errors(self._open_runner().run(fn, write=write))
+
+    async def _read(self, name: str, params: dict[str, Any]) -> list:
+        """The rows of the one read statement ``name``, run alone (errors as :meth:`_run`).
+
+        On PostgreSQL one round trip on the driver connection instead of BEGIN, the
+        statement and COMMIT (a single statement reads one snapshot by itself); on
+        SQLite the same transaction as :meth:`_run`.
+        """
+        return await self._named_errors(self._open_runner().execute(name, params, write=False))
+
+    async def _named_errors(self, call: Awaitable[T]) -> T:
         try:
-            return await self._open_runner().run(fn, write=write)
+            return await call
         except MemlabError:
             raise
         except Exception as exc:

@@ -298,13 +298,13 @@ class UsageRepository(Repository):
 
     async def models(self, session_id: str, user_id: uuid.UUID) -> list[ModelUsage]:
         """The per-model rows of (session, user), llm first."""
-        rows = await self._run(lambda db: db.rows("usage_models", session_id=session_id, user_id=str(user_id)), write=False)
+        rows = await self._read("usage_models", session_id=session_id, user_id=str(user_id))
         return [_model_usage(row) for row in rows]
 
     async def stats(self, caller: User, since: str, cutoff: str) -> tuple:
         """``(sessions, token and cost sums..., per-status counts...)`` over the visible sessions active since ``since``."""
-        return cast(tuple, await self._run(lambda db: db.first("usage_stats", since=since, **_visibility(caller, cutoff)), write=False))
+        return tuple((await self._read("usage_stats", since=since, **_visibility(caller, cutoff)))[0])
 
     async def cost_by_model(self, caller: User, since: str, cutoff: str) -> list[tuple]:
         """``(model, kind, sessions, calls, tokens in, tokens out, priced cost sum, unpriced tokens in, unpriced tokens out)`` per model."""
-        return await self._run(lambda db: db.rows("usage_cost_by_model", since=since, **_visibility(caller, cutoff)), write=False)
+        return await self._read("usage_cost_by_model", since=since, **_visibility(caller, cutoff))

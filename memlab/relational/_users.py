@@ -62,8 +62,8 @@ class UserRepository(Repository):
         return await self._run(work, write=True)
 
     async def get(self, user_id: uuid.UUID) -> User | None:
-        row = await self._run(lambda db: db.first("user_by_id", id=str(user_id)), write=False)
-        return _user(row) if row else None
+        rows = await self._read("user_by_id", id=str(user_id))
+        return _user(rows[0]) if rows else None
 
     async def default(self) -> User:
         """The database's default user, created on first use."""
@@ -95,8 +95,8 @@ class UserRepository(Repository):
 
     async def by_api_key_hash(self, key_hash: str) -> User | None:
         """The user owning the unrevoked key whose SHA-256 hex digest is ``key_hash``, or None."""
-        row = await self._run(lambda db: db.first("api_key_user", key_hash=key_hash), write=False)
-        return _user(row) if row else None
+        rows = await self._read("api_key_user", key_hash=key_hash)
+        return _user(rows[0]) if rows else None
 
     async def revoke_api_key_hash(self, key_hash: str) -> bool:
         """Revoke the key with that hash; False when no unrevoked key has it."""

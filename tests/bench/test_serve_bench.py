@@ -11,12 +11,28 @@ from typing import Any
 
 import pytest
 
-from memlab.bench.serve import ENDPOINTS, ServeBenchSpec, format_serve_table, process_gone, run_bench_serve, server_environment
+from memlab.bench.serve import (
+    CEILING_TARGET,
+    ENDPOINTS,
+    PHASES,
+    ServeBenchSpec,
+    _ceiling_lines,
+    _ceiling_rows,
+    format_serve_table,
+    process_gone,
+    run_bench_serve,
+    server_environment,
+)
 from memlab.cli import main
 from memlab.exceptions import ValidationError
 
-TINY: dict[str, Any] = {"clients": 4, "turn_clients": 1, "seconds": 2.0, "single_seconds": 1.0, "sessions": 14, "warmup_requests": 8}
-TINY_ARGV = ["--clients", "4", "--turn-clients", "1", "--seconds", "2", "--single-seconds", "1", "--sessions", "14", "--quiet"]
+TINY: dict[str, Any] = {
+    "clients": 4, "turn_clients": 1, "seconds": 2.0, "single_seconds": 1.0, "sessions": 14, "warmup_requests": 8, "rounds": 1, "ceiling_seconds": 0.5,
+}
+TINY_ARGV = [
+    "--clients", "4", "--turn-clients", "1", "--seconds", "2", "--single-seconds", "1", "--sessions", "14", "--rounds", "1", "--ceiling-seconds", "0.5",
+    "--quiet",
+]
 
 
 def _check(result: dict[str, Any], workers: int) -> None:
@@ -35,6 +51,17 @@ def _check(result: dict[str, Any], workers: int) -> None:
     assert server["workers_up"] == workers and 0 < server["first_healthz_s"] <= server["all_workers_s"]
     assert len(server["pids"]) == (1 if workers == 1 else workers + 1)  # uvicorn's supervisor and its workers
     assert [pid for pid in server["pids"] if not process_gone(pid)] == []
+    ceiling = result["ceiling"]
+    assert ceiling["same_answers"]["checked"] == 4 * 8 + 2 and ceiling["same_answers"]["mismatched"] == 0
+    assert ceiling["server"]["workers_up"] == workers and [pid for pid in ceiling["server"]["pids"] if not process_gone(pid)] == []
+    runs = {(run["phase"], run["server"]) for run in ceiling["runs"]}
+    assert runs == {(phase, name) for phase in PHASES for name in ("memlab", "ceiling")}
+    assert all(run["count"] > 0 and run["errors"] == 0 for run in ceiling["runs"])
+    for row in ceiling["rows"]:
+        assert row["memlab_per_s_worker"] > 0 and row["ceiling_per_s_worker"] > 0
+        assert row["ratio"] == pytest.approx(row["memlab_per_s_worker"] / row["ceiling_per_s_worker"])  # one round: the ratio of its medians
+        judged = row["cpu_ratio"] if row["judged"] == "cpu" else row["ratio"]  # CPU per request when /proc tells it
+        assert row["passed"] == (judged >= CEILING_TARGET)
 
 
 @pytest.mark.slow
@@ -44,6 +71,26 @@ async def test_a_tiny_run_answers_every_request_and_leaves_no_server(workers):
     _check(result, workers)
     table = format_serve_table(result)
     assert "1-client p95 ms" in table and "GET /api/v1/sessions/{id}" in table and "target 0: PASS" in table
+    for column in ("memlab req/s/worker", "ceiling req/s/worker", "ratio", "min..max", ">= 0.7x", "memlab CPU µs/req", "CPU ratio"):
+        assert column in table
+    assert "all HTTP requests (the mix)" in table and "equal status and JSON body: yes" in table
+
+
+def test_the_ceiling_table_says_miss_below_the_target():
+    result = {
+        "spec": {"clients": 16, "turn_clients": 2, "workers": 2, "rounds": 3, "ceiling_seconds": 3.0},
+        "ceiling": {"same_answers": {"checked": 34, "mismatched": 0}},
+    }
+    runs = [
+        {"round": r, "phase": phase, "server": name, "per_s": per_s, "per_s_worker": per_s / 2, "p50_ms": 5.0, "p99_ms": 9.0, "cpu_us_per_request": 1e6 / per_s}
+        for r in range(3)
+        for phase in PHASES
+        for name, per_s in (("memlab", 60.0 + r), ("ceiling", 100.0))
+    ]
+    result["ceiling"]["rows"] = _ceiling_rows(runs)
+    assert [row["ratio"] for row in result["ceiling"]["rows"]] == pytest.approx([0.61] * len(PHASES))
+    lines = "\n".join(_ceiling_lines(result))
+    assert "0.61x" in lines and "0.60..0.62" in lines and "MISS" in lines and "PASS" not in lines
 
 
 @pytest.mark.slow
@@ -72,5 +119,9 @@ def test_bad_sizes_are_refused_before_anything_starts():
         ServeBenchSpec(clients=2, turn_clients=2)
     with pytest.raises(ValidationError, match="seconds"):
         ServeBenchSpec(seconds=float("nan"))
+    with pytest.raises(ValidationError, match="rounds"):
+        ServeBenchSpec(rounds=0)
+    with pytest.raises(ValidationError, match="ceiling_seconds"):
+        ServeBenchSpec(ceiling_seconds=0)
     assert main(["bench", "serve", "--seconds", "0", "--quiet"]) == 2
     assert main(["bench", "serve", "--clients", "3", "--turn-clients", "3", "--quiet"]) == 2
