@@ -278,10 +278,14 @@ def app_for(config: Any) -> FastAPI:
 
     stack = MemoryStack.from_config(config)  # never opened: read for its database and its abandon window
     relational = stack._relational
-    if relational.url is not None and resolve_url(relational.url)[0] == "postgresql":
-        db: Any = _Postgres(resolve_url(relational.url)[1])
+    url = relational.url
+    if url is not None and resolve_url(url)[0] == "postgresql":
+        db: Any = _Postgres(resolve_url(url)[1])
     else:
-        db = _SQLite(Path(resolve_url(relational.url)[1].database) if relational.url else relational.path)
+        path = Path(resolve_url(url)[1].database or "") if url is not None else relational.path
+        if path is None:
+            raise ValueError("the stack's metadata store has neither a URL nor a file")
+        db = _SQLite(path)
     return create_ceiling_app(db, stack.usage.idle_limit_seconds)
 
 

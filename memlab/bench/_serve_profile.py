@@ -67,25 +67,21 @@ class _Clock:
     def timed(self, part: str, fn: Callable[..., Any], *, awaited: bool) -> Callable[..., Any]:
         spent = self.spent
 
-        if awaited:
+        async def timed_await(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                spent[part] += time.perf_counter() - began
 
-            async def wrapper(*args: Any, **kwargs: Any) -> Any:
-                began = time.perf_counter()
-                try:
-                    return await fn(*args, **kwargs)
-                finally:
-                    spent[part] += time.perf_counter() - began
+        def timed_call(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[part] += time.perf_counter() - began
 
-        else:
-
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                began = time.perf_counter()
-                try:
-                    return fn(*args, **kwargs)
-                finally:
-                    spent[part] += time.perf_counter() - began
-
-        return wrapper
+        return timed_await if awaited else timed_call
 
 
 @contextmanager
