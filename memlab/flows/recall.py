@@ -240,8 +240,8 @@ class RecallFlows:
         self, targets: list[Dataset], top_k: int, distinct: str | None = None, *, system_prompt: str | None = None,
         feedback_influence: float | None = None,
     ) -> RetrievalScope:
-        return RetrievalScope(
-            self.memory(), [dataset.id for dataset in targets], top_k, self.llm, retrievers=self.retrievers.get, distinct=distinct,
+        return RetrievalScope(  # one pinned view per call: each dataset's snapshot is checked once, not at every read
+            self.memory().pinned(), [dataset.id for dataset in targets], top_k, self.llm, retrievers=self.retrievers.get, distinct=distinct,
             system_prompt=system_prompt,
             feedback_influence=self.config.feedback_influence if feedback_influence is None else feedback_influence,
             feedback_weights=self.feedback_weights,

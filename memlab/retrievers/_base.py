@@ -53,6 +53,7 @@ __all__ = [
     "context_lines",
     "dataset_graphs",
     "element_item",
+    "has_element_item",
     "check_distinct",
     "feedback_blend",
     "feedback_ranked",
@@ -267,32 +268,51 @@ async def dataset_graphs(scope: RetrievalScope, items: Iterable[SearchResultItem
 
 def element_item(graph: Any, dataset_id: uuid.UUID, element_id: str, score: float, **raw: Any) -> SearchResultItem | None:
     """The :class:`SearchResultItem` of a graph node or edge (None when the graph no longer has it)."""
-    node = graph.node(element_id)
-    if node is not None:
-        return SearchResultItem(
-            id=element_id,
-            kind=node["type"],
-            text=node.get("text") or node["name"],
-            score=max(0.0, float(score)),
-            dataset_id=dataset_id,
-            data_ids=sorted(node["supporters"]),
-            node_ids=[element_id],
-            raw={"name": node["name"], **raw},
-        )
-    edge = graph.edge(element_id)
-    if edge is None:
+    fields = _element_fields(graph, element_id)
+    if fields is None:
         return None
-    return SearchResultItem(
+    kind, text, data_ids, node_ids, edge_ids, base = fields
+    return SearchResultItem(  # pydantic copies the lists: items never share them with the memo
         id=element_id,
-        kind="triplet",
-        text=edge.get("text") or f"{edge['source']} {edge['relation']} {edge['target']}",
+        kind=kind,
+        text=text,
         score=max(0.0, float(score)),
         dataset_id=dataset_id,
-        data_ids=sorted(edge["supporters"]),
-        node_ids=[edge["source"], edge["target"]],
-        edge_ids=[element_id],
-        raw={"relation": edge["relation"], **raw},
+        data_ids=data_ids,
+        node_ids=node_ids,
+        edge_ids=edge_ids,
+        raw={**base, **raw},
     )
+
+
+def has_element_item(graph: Any, element_id: str) -> bool:
+    """True when :func:`element_item` would return an item for ``element_id`` (the graph has it)."""
+    return _element_fields(graph, element_id) is not None
+
+
+_ElementFields = tuple[str, str, list[str], list[str], list[str], dict[str, Any]]
+
+
+def _element_fields(graph: Any, element_id: str) -> _ElementFields | None:
+    """What :func:`element_item` reads of an element, read from the graph once per element until the graph changes
+    (:meth:`~memlab.graph.KnowledgeGraph.memo`; a graph without ``memo`` is read every time)."""
+    memo: dict[str, _ElementFields | None] | None = graph.memo("retrieval.element_fields", _empty_memo) if hasattr(graph, "memo") else None
+    if memo is not None and element_id in memo:
+        return memo[element_id]
+    fields: _ElementFields | None = None
+    node = graph.node(element_id)
+    if node is not None:
+        fields = (node["type"], node.get("text") or node["name"], sorted(node["supporters"]), [element_id], [], {"name": node["name"]})
+    elif (edge := graph.edge(element_id)) is not None:
+        text = edge.get("text") or f"{edge['source']} {edge['relation']} {edge['target']}"
+        fields = ("triplet", text, sorted(edge["supporters"]), [edge["source"], edge["target"]], [element_id], {"relation": edge["relation"]})
+    if memo is not None:
+        memo[element_id] = fields
+    return fields
+
+
+def _empty_memo(graph: Any) -> dict[str, Any]:
+    return {}
 
 
 def one_per_source(items: Iterable[SearchResultItem], limit: int | None = None) -> list[SearchResultItem]:

@@ -50,6 +50,7 @@ from memlab.retrievers._base import (
     dataset_graphs,
     element_item,
     feedback_ranked,
+    has_element_item,
     no_usage,
     vector_items,
 )
@@ -83,20 +84,51 @@ _DRAFT_LABEL = "Draft answer:"
 
 async def relationship_triplets(query: str, scope: RetrievalScope) -> list[SearchResultItem]:
     """The graph-completion context of ``query`` (see the module docstring): at most ``scope.top_k`` triplets."""
-    found = [item.model_copy(update={"raw": {**item.raw, "via": "triplet"}}) for item in await vector_items(query, scope, "triplets")]
+    triplets = await vector_items(query, scope, "triplets")
     entities = await vector_items(query, scope, "entities")
     graphs = await dataset_graphs(scope, entities)
+    if scope.feedback_influence > 0 and scope.feedback_weights is not None:  # every candidate is re-scored: build them all
+        found = [item.model_copy(update={"raw": {**item.raw, "via": "triplet"}}) for item in triplets]
+        for entity in entities:
+            graph = graphs[entity.dataset_id]
+            for edge_id in _relationship_edges(graph, entity.id):
+                item = element_item(graph, entity.dataset_id, edge_id, entity.score + ENTITY_HOP_COST, via="entity", entity_id=entity.id)
+                if item is not None:
+                    found.append(item)
+        return (await feedback_ranked(best_per_id(found), scope))[: scope.top_k]
+    # the same ranking as best_per_id over every candidate (the first with the lowest score per id, sorted by score,
+    # ties in first-appearance order), building items only for the top_k that are kept
+    best: dict[str, tuple[float, bool, SearchResultItem]] = {}  # id -> (score, found as a triplet, the triplet or the entity)
+    for item in triplets:
+        if item.id not in best or item.score < best[item.id][0]:
+            best[item.id] = (item.score, True, item)
     for entity in entities:
         graph = graphs[entity.dataset_id]
+        score = max(0.0, float(entity.score + ENTITY_HOP_COST))  # as element_item scores it
         for edge_id in _relationship_edges(graph, entity.id):
-            item = element_item(graph, entity.dataset_id, edge_id, entity.score + ENTITY_HOP_COST, via="entity", entity_id=entity.id)
-            if item is not None:
-                found.append(item)
-    return (await feedback_ranked(best_per_id(found), scope))[: scope.top_k]
+            if (edge_id not in best or score < best[edge_id][0]) and has_element_item(graph, edge_id):
+                best[edge_id] = (score, False, entity)
+    kept = []
+    for edge_id, (score, as_triplet, source) in sorted(best.items(), key=lambda pair: pair[1][0])[: scope.top_k]:
+        if as_triplet:
+            kept.append(source.model_copy(update={"raw": {**source.raw, "via": "triplet"}}))
+            continue
+        built = element_item(graphs[source.dataset_id], source.dataset_id, edge_id, score, via="entity", entity_id=source.id)
+        assert built is not None  # has_element_item said so, and nothing ran in between
+        kept.append(built)
+    return kept
 
 
 def _relationship_edges(graph: Any, entity_id: str) -> list[str]:
-    """Ids of the entity → entity edges leaving or entering ``entity_id``, in graph order."""
+    """Ids of the entity → entity edges leaving or entering ``entity_id``, in graph order (kept per entity until the graph changes)."""
+    memo: dict[str, list[str]] = graph.memo("graph_completion.relationship_edges", lambda _graph: {})
+    found = memo.get(entity_id)
+    if found is None:
+        found = memo[entity_id] = _incident_relationship_edges(graph, entity_id)
+    return found
+
+
+def _incident_relationship_edges(graph: Any, entity_id: str) -> list[str]:
     view = graph.nx
     if entity_id not in view:
         return []
