@@ -50,7 +50,7 @@ def _absent_from_model(item: BaseModel, name: str) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _plain_lookup(cls: type) -> bool:
-    return cls.__getattr__ is BaseModel.__getattr__ and cls.__getattribute__ is object.__getattribute__  # type: ignore[attr-defined,comparison-overlap]
+    return cls.__getattr__ is BaseModel.__getattr__ and cls.__getattribute__ is object.__getattribute__  # type: ignore[attr-defined]
 
 
 @functools.lru_cache(maxsize=1024)

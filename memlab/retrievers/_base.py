@@ -54,6 +54,7 @@ __all__ = [
     "dataset_graphs",
     "element_item",
     "has_element_item",
+    "vector_hits",
     "check_distinct",
     "feedback_blend",
     "feedback_ranked",
@@ -347,6 +348,9 @@ async def vector_items(
     each dataset's search fetches more neighbours until ``limit`` documents are found or
     the collection is exhausted.
     """
+    if distinct is None:
+        hits = await vector_hits(query, scope, collection, limit=limit)
+        return [item for score, dataset_id, element_id, graph in hits if (item := element_item(graph, dataset_id, element_id, score)) is not None]
     limit = scope.top_k if limit is None else limit
     if not query.strip() or limit < 1:
         return []
@@ -375,6 +379,29 @@ async def vector_items(
         items.extend(found)
     items.sort(key=lambda item: item.score)
     return one_per_source(items, limit) if distinct is not None else items[:limit]
+
+
+async def vector_hits(query: str, scope: RetrievalScope, collection: str, *, limit: int | None = None) -> list[tuple[float, uuid.UUID, str, Any]]:
+    """What :func:`vector_items` (without ``distinct``) returns, as ``(score, dataset_id, element_id, graph)`` without
+    building the items: the same elements in the same order, each one the graph has (:func:`element_item` of it is not None)."""
+    limit = scope.top_k if limit is None else limit
+    if not query.strip() or limit < 1:
+        return []
+    hits: list[tuple[float, uuid.UUID, str, Any]] = []
+    for dataset_id in scope.dataset_ids:
+        vectors = await scope.memory.vectors(dataset_id)
+        if collection not in vectors.names() or not len(vectors.collection(collection)):
+            continue
+        graph = await scope.memory.graph(dataset_id)
+        index = vectors.collection(collection)
+        vector = await scope.embed(query)
+        hits.extend(
+            (max(0.0, float(distance)), dataset_id, element_id, graph)  # the score element_item gives it
+            for element_id, distance in index.search(vector, limit)
+            if has_element_item(graph, element_id)
+        )
+    hits.sort(key=lambda hit: hit[0])
+    return hits[:limit]
 
 
 async def answer(

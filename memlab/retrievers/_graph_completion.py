@@ -32,6 +32,7 @@ then each round's new triplets), so it may hold more than ``top_k`` items.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -51,6 +52,7 @@ from memlab.retrievers._base import (
     element_item,
     feedback_ranked,
     has_element_item,
+    vector_hits,
     no_usage,
     vector_items,
 )
@@ -84,11 +86,10 @@ _DRAFT_LABEL = "Draft answer:"
 
 async def relationship_triplets(query: str, scope: RetrievalScope) -> list[SearchResultItem]:
     """The graph-completion context of ``query`` (see the module docstring): at most ``scope.top_k`` triplets."""
-    triplets = await vector_items(query, scope, "triplets")
-    entities = await vector_items(query, scope, "entities")
-    graphs = await dataset_graphs(scope, entities)
     if scope.feedback_influence > 0 and scope.feedback_weights is not None:  # every candidate is re-scored: build them all
-        found = [item.model_copy(update={"raw": {**item.raw, "via": "triplet"}}) for item in triplets]
+        found = [item.model_copy(update={"raw": {**item.raw, "via": "triplet"}}) for item in await vector_items(query, scope, "triplets")]
+        entities = await vector_items(query, scope, "entities")
+        graphs = await dataset_graphs(scope, entities)
         for entity in entities:
             graph = graphs[entity.dataset_id]
             for edge_id in _relationship_edges(graph, entity.id):
@@ -96,24 +97,21 @@ async def relationship_triplets(query: str, scope: RetrievalScope) -> list[Searc
                 if item is not None:
                     found.append(item)
         return (await feedback_ranked(best_per_id(found), scope))[: scope.top_k]
-    # the same ranking as best_per_id over every candidate (the first with the lowest score per id, sorted by score,
+    # the same ranking as best_per_id over those candidates (the first with the lowest score per id, sorted by score,
     # ties in first-appearance order), building items only for the top_k that are kept
-    best: dict[str, tuple[float, bool, SearchResultItem]] = {}  # id -> (score, found as a triplet, the triplet or the entity)
-    for item in triplets:
-        if item.id not in best or item.score < best[item.id][0]:
-            best[item.id] = (item.score, True, item)
-    for entity in entities:
-        graph = graphs[entity.dataset_id]
-        score = max(0.0, float(entity.score + ENTITY_HOP_COST))  # as element_item scores it
-        for edge_id in _relationship_edges(graph, entity.id):
+    best: dict[str, tuple[float, uuid.UUID, Any, str | None]] = {}  # id -> (score, dataset, graph, entity reached through or None)
+    for score, dataset_id, element_id, graph in await vector_hits(query, scope, "triplets"):
+        if element_id not in best or score < best[element_id][0]:
+            best[element_id] = (score, dataset_id, graph, None)
+    for entity_score, dataset_id, entity_id, graph in await vector_hits(query, scope, "entities"):
+        score = max(0.0, float(entity_score + ENTITY_HOP_COST))  # as element_item scores it
+        for edge_id in _relationship_edges(graph, entity_id):
             if (edge_id not in best or score < best[edge_id][0]) and has_element_item(graph, edge_id):
-                best[edge_id] = (score, False, entity)
+                best[edge_id] = (score, dataset_id, graph, entity_id)
     kept = []
-    for edge_id, (score, as_triplet, source) in sorted(best.items(), key=lambda pair: pair[1][0])[: scope.top_k]:
-        if as_triplet:
-            kept.append(source.model_copy(update={"raw": {**source.raw, "via": "triplet"}}))
-            continue
-        built = element_item(graphs[source.dataset_id], source.dataset_id, edge_id, score, via="entity", entity_id=source.id)
+    for edge_id, (score, dataset_id, graph, through) in sorted(best.items(), key=lambda pair: pair[1][0])[: scope.top_k]:
+        extra = {"via": "triplet"} if through is None else {"via": "entity", "entity_id": through}
+        built = element_item(graph, dataset_id, edge_id, score, **extra)
         assert built is not None  # has_element_item said so, and nothing ran in between
         kept.append(built)
     return kept

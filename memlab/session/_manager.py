@@ -38,12 +38,16 @@ logger = logging.getLogger("memlab.session")
 T = TypeVar("T")
 
 class ActivityRecorder(Protocol):
-    """``activity(user_id, session_id, dataset_id, read=...)``: called after each stored entry, and as a turn starts.
+    """``activity(user_id, session_id, dataset_id, read=..., only_new=...)``: called after each stored entry, and as a turn starts.
 
-    ``read``: the datasets the turn reads (empty for a plain write).
+    ``read``: the datasets the turn reads (empty for a plain write). ``only_new``: the recorder
+    may skip a write that would only move the session's last activity, returning False
+    (any other result: recorded).
     """
 
-    def __call__(self, user_id: str, session_id: str, dataset_id: uuid.UUID | None, *, read: Sequence[uuid.UUID] = ()) -> Awaitable[None]: ...
+    def __call__(
+        self, user_id: str, session_id: str, dataset_id: uuid.UUID | None, *, read: Sequence[uuid.UUID] = (), only_new: bool = False
+    ) -> Awaitable[bool | None]: ...
 
 
 #: Turns of conversation history given to the LLM: fixed, as in the seeds.
@@ -165,16 +169,24 @@ class SessionManager:
             logger.warning("session %s failed open (returning %r): %s", op, default, exc)
             return default
 
-    async def _record(self, user: str, session: str, dataset_id: uuid.UUID | None, read: Sequence[uuid.UUID] = ()) -> None:
-        """Report a stored write to the activity recorder; a failure is logged once, never raised."""
+    async def _record(
+        self, user: str, session: str, dataset_id: uuid.UUID | None, read: Sequence[uuid.UUID] = (), *, only_new: bool = False
+    ) -> bool:
+        """Report a stored write to the activity recorder; a failure is logged once, never raised.
+
+        False only when ``only_new`` let the recorder skip it (see :class:`ActivityRecorder`).
+        """
         if self._activity is None:
-            return
+            return True
         try:
+            if only_new:
+                return await self._activity(user, session, dataset_id, read=read, only_new=True) is not False
             await self._activity(user, session, dataset_id, read=read)
         except Exception as exc:  # the write is stored; only its record is missing
             if not self._activity_warned:
                 self._activity_warned = True
                 logger.warning("session activity of %r could not be recorded (further failures are not logged): %s: %s", session, type(exc).__name__, exc)
+        return True
 
     def _local_lock(self, user: str, session: str) -> asyncio.Lock:
         """The in-process turn lock of (user, session) on the running event loop."""
@@ -211,18 +223,22 @@ class SessionManager:
             yield
 
     async def record_activity(
-        self, user_id: Any, session_id: str | None, dataset_id: uuid.UUID | None = None, *, read: Sequence[uuid.UUID] = ()
-    ) -> None:
+        self, user_id: Any, session_id: str | None, dataset_id: uuid.UUID | None = None, *, read: Sequence[uuid.UUID] = (),
+        only_new: bool = False,
+    ) -> bool:
         """Report a turn of (user, session) that reads the datasets ``read`` to the activity recorder, now.
 
         A turn calls it before it reads permanent memory: a delete lists the sessions to
         clean from these records (the session's dataset and every dataset it read; see
         :mod:`memlab.provenance`). Caching off: nothing (no turn is stored). A recorder
-        failure is logged, never raised.
+        failure is logged, never raised. ``only_new``: when the recorder already holds the
+        session and those reads, nothing is written and False is returned (the caller then
+        records the activity itself later: a turn does, in its usage write); True otherwise.
         """
         user, session = self._ids(user_id, session_id, dataset_id)
-        if self.cache is not None:
-            await self._record(user, session, _check_dataset_id(dataset_id) or self.dataset_id, read)
+        if self.cache is None:
+            return True
+        return await self._record(user, session, _check_dataset_id(dataset_id) or self.dataset_id, read, only_new=only_new)
 
     def _require_open(self) -> None:
         """``StackStateError`` when this manager belongs to a stack that is not open."""
