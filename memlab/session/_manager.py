@@ -50,6 +50,8 @@ class ActivityRecorder(Protocol):
     ) -> Awaitable[bool | None]: ...
 
 
+#: how many checked (user, session) id pairs a manager remembers before it forgets them all (and checks again)
+_CHECKED_IDS = 4096
 #: Turns of conversation history given to the LLM: fixed, as in the seeds.
 HISTORY_LAST_N = 10
 #: how long a turn waits for another process's turn on the same session (seconds)
@@ -137,6 +139,8 @@ class SessionManager:
         self.dataset_id = _check_dataset_id(dataset_id)
         self._indexes: OrderedDict[tuple[str, str], SessionIndex] = OrderedDict()
         self._index_capacity = index_capacity
+        #: (user, session) pairs given as plain str that passed the id check (the check depends on the text alone)
+        self._checked: set[tuple[str, str]] = set()
         self._turn_locks: weakref.WeakValueDictionary[tuple[int, str, str], asyncio.Lock] = weakref.WeakValueDictionary()
 
     @property
@@ -153,10 +157,17 @@ class SessionManager:
         return f"{self.default_session_id}_{dataset_id}" if dataset_id else self.default_session_id
 
     def _ids(self, user_id: Any, session_id: str | None, dataset_id: uuid.UUID | None = None) -> tuple[str, str]:
+        if type(user_id) is str and type(session_id) is str and (user_id, session_id) in self._checked:
+            return user_id, session_id  # checked already: a turn's calls check its ids once, not at every call
         user = _check_id("user_id", user_id)
         if user is None:
             raise SessionParameterValidationError("user_id is required")
-        return user, self.resolve_session_id(session_id, dataset_id)
+        ids = user, self.resolve_session_id(session_id, dataset_id)
+        if type(user_id) is str and type(session_id) is str:
+            if len(self._checked) >= _CHECKED_IDS:
+                self._checked.clear()
+            self._checked.add(ids)
+        return ids
 
     async def _fail_open(self, op: str, default: T, fn: Callable[[CacheBackend], Awaitable[T]]) -> T:
         self._require_open()
