@@ -352,49 +352,31 @@ async def vector_items(
         hits = await vector_hits(query, scope, collection, limit=limit)
         return [item for score, dataset_id, element_id, graph in hits if (item := element_item(graph, dataset_id, element_id, score)) is not None]
     limit = scope.top_k if limit is None else limit
-    if not query.strip() or limit < 1:
-        return []
     items: list[SearchResultItem] = []
-    for dataset_id in scope.dataset_ids:
-        vectors = await scope.memory.vectors(dataset_id)
-        if collection not in vectors.names() or not len(vectors.collection(collection)):
-            continue
-        graph = await scope.memory.graph(dataset_id)
-        index = vectors.collection(collection)
+    for dataset_id, graph, index, vector in await _searchable(query, scope, collection, limit):
         size = len(index)
-        vector = await scope.embed(query)
-        fetch = limit if distinct is None else min(size, limit * _DISTINCT_OVERFETCH)
+        fetch = min(size, limit * _DISTINCT_OVERFETCH)
         while True:
             found = [
                 item
                 for element_id, distance in index.search(vector, fetch)
                 if (item := element_item(graph, dataset_id, element_id, distance)) is not None
             ]
-            if distinct is None:
-                break
             found = one_per_source(found, limit)
             if len(found) >= limit or fetch >= size:
                 break
             fetch = min(size, fetch * _DISTINCT_OVERFETCH)
         items.extend(found)
     items.sort(key=lambda item: item.score)
-    return one_per_source(items, limit) if distinct is not None else items[:limit]
+    return one_per_source(items, limit)
 
 
 async def vector_hits(query: str, scope: RetrievalScope, collection: str, *, limit: int | None = None) -> list[tuple[float, uuid.UUID, str, Any]]:
     """What :func:`vector_items` (without ``distinct``) returns, as ``(score, dataset_id, element_id, graph)`` without
     building the items: the same elements in the same order, each one the graph has (:func:`element_item` of it is not None)."""
     limit = scope.top_k if limit is None else limit
-    if not query.strip() or limit < 1:
-        return []
     hits: list[tuple[float, uuid.UUID, str, Any]] = []
-    for dataset_id in scope.dataset_ids:
-        vectors = await scope.memory.vectors(dataset_id)
-        if collection not in vectors.names() or not len(vectors.collection(collection)):
-            continue
-        graph = await scope.memory.graph(dataset_id)
-        index = vectors.collection(collection)
-        vector = await scope.embed(query)
+    for dataset_id, graph, index, vector in await _searchable(query, scope, collection, limit):
         hits.extend(
             (max(0.0, float(distance)), dataset_id, element_id, graph)  # the score element_item gives it
             for element_id, distance in index.search(vector, limit)
@@ -402,6 +384,20 @@ async def vector_hits(query: str, scope: RetrievalScope, collection: str, *, lim
         )
     hits.sort(key=lambda hit: hit[0])
     return hits[:limit]
+
+
+async def _searchable(query: str, scope: RetrievalScope, collection: str, limit: int) -> list[tuple[uuid.UUID, Any, Any, Any]]:
+    """``(dataset_id, graph, index, query vector)`` of each dataset of the scope whose ``collection`` holds vectors;
+    none for a blank query or a ``limit`` below 1 (the query is embedded once, on the first such dataset)."""
+    if not query.strip() or limit < 1:
+        return []
+    found = []
+    for dataset_id in scope.dataset_ids:
+        vectors = await scope.memory.vectors(dataset_id)
+        if collection not in vectors.names() or not len(vectors.collection(collection)):
+            continue
+        found.append((dataset_id, await scope.memory.graph(dataset_id), vectors.collection(collection), await scope.embed(query)))
+    return found
 
 
 async def answer(

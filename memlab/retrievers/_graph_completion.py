@@ -66,6 +66,7 @@ __all__ = [
     "GraphCompletionCotRetriever",
     "GraphCompletionRetriever",
     "GraphSummaryCompletionRetriever",
+    "candidate_triplets",
     "offline_follow_up",
     "relationship_triplets",
 ]
@@ -87,16 +88,7 @@ _DRAFT_LABEL = "Draft answer:"
 async def relationship_triplets(query: str, scope: RetrievalScope) -> list[SearchResultItem]:
     """The graph-completion context of ``query`` (see the module docstring): at most ``scope.top_k`` triplets."""
     if scope.feedback_influence > 0 and scope.feedback_weights is not None:  # every candidate is re-scored: build them all
-        found = [item.model_copy(update={"raw": {**item.raw, "via": "triplet"}}) for item in await vector_items(query, scope, "triplets")]
-        entities = await vector_items(query, scope, "entities")
-        graphs = await dataset_graphs(scope, entities)
-        for entity in entities:
-            graph = graphs[entity.dataset_id]
-            for edge_id in _relationship_edges(graph, entity.id):
-                item = element_item(graph, entity.dataset_id, edge_id, entity.score + ENTITY_HOP_COST, via="entity", entity_id=entity.id)
-                if item is not None:
-                    found.append(item)
-        return (await feedback_ranked(best_per_id(found), scope))[: scope.top_k]
+        return (await feedback_ranked(best_per_id(await candidate_triplets(query, scope)), scope))[: scope.top_k]
     # the same ranking as best_per_id over those candidates (the first with the lowest score per id, sorted by score,
     # ties in first-appearance order), building items only for the top_k that are kept
     best: dict[str, tuple[float, uuid.UUID, Any, str | None]] = {}  # id -> (score, dataset, graph, entity reached through or None)
@@ -115,6 +107,21 @@ async def relationship_triplets(query: str, scope: RetrievalScope) -> list[Searc
         assert built is not None  # has_element_item said so, and nothing ran in between
         kept.append(built)
     return kept
+
+
+async def candidate_triplets(query: str, scope: RetrievalScope) -> list[SearchResultItem]:
+    """Every candidate of :func:`relationship_triplets` as an item, in arrival order: the vector-hit triplets, then the
+    relationship edges of each entity hit (an id may come more than once)."""
+    found = [item.model_copy(update={"raw": {**item.raw, "via": "triplet"}}) for item in await vector_items(query, scope, "triplets")]
+    entities = await vector_items(query, scope, "entities")
+    graphs = await dataset_graphs(scope, entities)
+    for entity in entities:
+        graph = graphs[entity.dataset_id]
+        for edge_id in _relationship_edges(graph, entity.id):
+            item = element_item(graph, entity.dataset_id, edge_id, entity.score + ENTITY_HOP_COST, via="entity", entity_id=entity.id)
+            if item is not None:
+                found.append(item)
+    return found
 
 
 def _relationship_edges(graph: Any, entity_id: str) -> list[str]:

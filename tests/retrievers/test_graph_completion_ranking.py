@@ -11,21 +11,12 @@ import pytest
 
 from memlab.bench.corpus import synthetic_qa
 from memlab.retrievers import RetrievalScope
-from memlab.retrievers._base import best_per_id, dataset_graphs, element_item, vector_items
-from memlab.retrievers._graph_completion import ENTITY_HOP_COST, _incident_relationship_edges, relationship_triplets
+from memlab.retrievers._base import best_per_id
+from memlab.retrievers._graph_completion import candidate_triplets, relationship_triplets
 
 
 async def _reference(query: str, scope: RetrievalScope) -> list:
-    found = [item.model_copy(update={"raw": {**item.raw, "via": "triplet"}}) for item in await vector_items(query, scope, "triplets")]
-    entities = await vector_items(query, scope, "entities")
-    graphs = await dataset_graphs(scope, entities)
-    for entity in entities:
-        graph = graphs[entity.dataset_id]
-        for edge_id in _incident_relationship_edges(graph, entity.id):
-            item = element_item(graph, entity.dataset_id, edge_id, entity.score + ENTITY_HOP_COST, via="entity", entity_id=entity.id)
-            if item is not None:
-                found.append(item)
-    return best_per_id(found)[: scope.top_k]
+    return best_per_id(await candidate_triplets(query, scope))[: scope.top_k]  # builds every candidate, then ranks
 
 
 @pytest.mark.parametrize("top_k", [1, 3, 15, 60])
