@@ -128,7 +128,9 @@ class RetrievalScope:
     """Where and how much to retrieve.
 
     ``memory`` is the stack's ``PermanentMemory`` (``await memory.graph(id)``,
-    ``await memory.vectors(id)``, ``memory.embedder``); ``llm`` the stack's
+    ``await memory.vectors(id)``, ``memory.embedder``), or the view of it a search call
+    reads through (:meth:`~memlab.graph.PermanentMemory.pinned`: one snapshot check per
+    dataset per call); ``llm`` the stack's
     ``LLMClient``; ``history`` the formatted session history a completion
     prompt should include ("" for none); ``system_prompt`` replaces the
     instructions of the answer call (None: each retriever's own); ``distinct`` ``"data_id"`` asks the
