@@ -141,21 +141,24 @@ class PhaseClock:
         finally:
             self.leave(token)
 
-    def start(self) -> None:
-        """Start charging (a turn begins); what was charged before is dropped."""
+    def start(self) -> int:
+        """Start charging (a turn begins; what was charged before is dropped); the ``perf_counter_ns`` it starts at."""
         self.charged = {}
         self._idle = 0
-        self._mark = time.perf_counter_ns()
+        self._mark = began = time.perf_counter_ns()
         self._current = _PHASE.get()
         self.active = True
+        return began
 
-    def stop(self) -> dict[str | None, int]:
-        """Stop charging; the nanoseconds charged per phase since :meth:`start`."""
-        self._charge(time.perf_counter_ns())
+    def stop(self, now: int | None = None) -> dict[str | None, int]:
+        """Stop charging at ``now`` (a ``perf_counter_ns``, default: now); the nanoseconds charged per phase since
+        :meth:`start`, which add up to the time between the two."""
+        self._charge(time.perf_counter_ns() if now is None else now)
         if self._idle:
             self.charged[None] = self.charged.get(None, 0) + self._idle
         self.active = False
-        return self.charged
+        charged, self.charged = self.charged, {}
+        return charged
 
     @contextlib.contextmanager
     def installed(self) -> Iterator["PhaseClock"]:
@@ -177,7 +180,8 @@ class PhaseClock:
             try:
                 return original(self)
             finally:
-                clock._charge(time.perf_counter_ns())
+                if clock.active:  # (a step that stopped the clock charged itself up to stop())
+                    clock._charge(time.perf_counter_ns())
                 clock._current = None
 
         handle._run = _run  # type: ignore[method-assign]
@@ -337,11 +341,11 @@ async def _converse(stack: Any, turns: Sequence[str], spec: TurnBenchSpec, clock
             await asyncio.sleep(0)  # from here on this task's steps run through the timed Handle._run
             token = _PHASE.set("entry")
             try:
-                began = perf()
-                clock.start()
+                began = clock.start()
                 await stack.search(message, session_id=SESSION_ID)
-                charged = clock.stop()
-                totals.append(perf() - began)
+                ended = perf()
+                charged = clock.stop(ended)
+                totals.append(ended - began)
             finally:
                 _PHASE.reset(token)
             await _settle(resident)  # what the turn left running (litellm's logging) ends before the next turn
