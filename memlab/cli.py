@@ -10,6 +10,7 @@
     memlab bench modes [options]     session-turn latency and LLM cost per analysis mode (see memlab.bench.modes)
     memlab bench cleanup [options]   provenance cleanup time after a one-document delete (see memlab.bench.cleanup)
     memlab bench usage [options]     what usage tracking adds to a session turn (see memlab.bench.usage)
+    memlab bench turn [options]      where a search() turn's time goes, per phase (see memlab.bench.turn)
     memlab bench serve [options]     the HTTP read API under concurrent clients (see memlab.bench.serve)
     memlab serve [--host H] [--port P] [--workers N]   the HTTP read API (memlab.api) on the stack from the environment
     memlab mcp [--http [--host H] [--port P]]          an MCP server (memlab.integrations.mcp): stdio, or streamable HTTP
@@ -233,6 +234,22 @@ def build_parser() -> argparse.ArgumentParser:
     usage.add_argument("--latency-ms", type=float, default=0.0, help="simulated latency per offline LLM call, ms (default: 0)")
     usage.add_argument("--embedder", default="memlab/hashing", help="embedding model (default: memlab/hashing)")
 
+    turn = benches.add_parser(
+        "turn",
+        parents=[output],
+        help="where a search() turn's time goes, per phase",
+        description="A seeded conversation through search(..., session_id=...) with the offline LLM (0 ms by default) and the "
+        "hashing embedder on the default SQLite stores, and with PostgreSQL metadata when MEMLAB_TEST_POSTGRES_URL is set: "
+        "median / p90 / mean µs per turn of the total, the LLM and embedder calls, memlab's own overhead and each phase "
+        "(the phases partition the turn's wall-clock), plus cold start in a fresh interpreter.",
+    )
+    turn.add_argument("--turns", type=_positive_int, default=200, help="timed turns per metadata store (default: 200)")
+    turn.add_argument("--documents", type=_positive_int, default=60, help="documents remembered first (default: 60)")
+    turn.add_argument("--latency-ms", type=_non_negative_float, default=0.0, help="simulated latency per offline LLM call, ms (default: 0)")
+    turn.add_argument("--embedder", default="memlab/hashing", help="embedding model (default: memlab/hashing)")
+    turn.add_argument("--block", type=_positive_int, default=10, help="which of the instrumented and the plain session gets each message first flips every N messages (default: 10)")
+    turn.add_argument("--no-cold", action="store_true", help="skip the cold-start measurement (a fresh interpreter)")
+
     quality = benches.add_parser(
         "quality",
         parents=[output],
@@ -323,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
         modes: _bench_modes,
         cleanup: _bench_cleanup,
         usage: _bench_usage,
+        turn: _bench_turn,
         quality: _bench_quality,
         serve_bench: _bench_serve,
         serve: _serve,
@@ -629,6 +647,19 @@ def _bench_usage(args: argparse.Namespace) -> int:
     rows = asyncio.run(run_bench_usage(spec, progress=_progress(args)))
     _print_table(args, format_usage_table(rows, spec))
     _write_json(args, {"rows": rows})
+    return 0
+
+
+def _bench_turn(args: argparse.Namespace) -> int:
+    from memlab.bench.turn import TurnBenchSpec, format_turn_table, run_bench_turn
+
+    spec = TurnBenchSpec(
+        turns=args.turns, documents=args.documents, latency_ms=args.latency_ms, embedder=args.embedder, block=args.block,
+        cold=not args.no_cold, postgres_url=os.environ.get("MEMLAB_TEST_POSTGRES_URL") or None,
+    )
+    result = asyncio.run(run_bench_turn(spec, progress=_progress(args)))
+    _print_table(args, format_turn_table(result, spec))
+    _write_json(args, result)
     return 0
 
 

@@ -254,3 +254,45 @@ async def test_distillation_calls_count_as_the_sessions_usage(stack):
     record = await stack.usage.get("chat")
     [llm] = [model for model in record.models if model.kind == "llm"]
     assert result.llm_calls >= 1 and llm.calls == result.llm_calls
+
+
+class _Writes:
+    """Counts the metadata write transactions of a stack's session-record and usage repositories."""
+
+    def __init__(self, stack) -> None:
+        self.count = 0
+        for repository in (stack._relational.sessions, stack._relational.usage):
+            run = repository._run
+
+            async def counted(fn, *, write, _run=run):
+                self.count += write
+                return await _run(fn, write=write)
+
+            repository._run = counted
+
+
+@pytest.mark.parametrize("track", [True, False])
+async def test_a_turn_in_a_known_session_writes_its_metadata_once_and_its_activity_moves(tmp_path, clock, metadata_url, track):
+    config = fast_config(tmp_path).model_copy(update={"db_url": metadata_url, "session": SessionConfig(track_usage=track)})
+    async with MemoryStack.from_config(config, clock=clock) as stack:
+        await stack.remember(CURIE, dataset="science")
+        writes = _Writes(stack)
+        await _turns(stack, "chat", "Who discovered Polonium?")
+        assert writes.count == (2 if track else 1)  # new session: on record before retrieval (memlab.provenance), then usage
+        first = (await stack._relational.sessions.of_user((await stack.users.default()).id))[0]
+        clock.advance(60)
+        writes.count = 0
+        [result] = await _turns(stack, "chat", "Where did she work?")
+        assert writes.count == 1  # known session and reads: one transaction (the usage write, or the activity alone untracked)
+        assert result.raw["turn"]["usage"] == ("recorded" if track else "off")
+        [record] = await stack._relational.sessions.of_user((await stack.users.default()).id)
+        assert record.last_activity_at > first.last_activity_at and record.last_activity_at == clock.now()
+        if track:
+            usage = await stack.usage.get("chat")
+            assert usage.last_activity_at == clock.now() and sum(model.calls for model in usage.models) >= 4  # both turns counted
+        await stack.remember("Pierre Curie worked with Marie Curie.", dataset="physics")
+        writes.count = 0
+        await _turns(stack, "chat", "Who worked with her?", datasets=("science", "physics"))  # a dataset this session has not read
+        assert writes.count == (2 if track else 1)
+        readers = await stack._relational.sessions.reading((await stack.datasets.get("physics", await stack.users.default())).id)
+        assert ("chat" in [session for _, session in readers])

@@ -240,8 +240,8 @@ class RecallFlows:
         self, targets: list[Dataset], top_k: int, distinct: str | None = None, *, system_prompt: str | None = None,
         feedback_influence: float | None = None,
     ) -> RetrievalScope:
-        return RetrievalScope(
-            self.memory(), [dataset.id for dataset in targets], top_k, self.llm, retrievers=self.retrievers.get, distinct=distinct,
+        return RetrievalScope(  # one pinned view per call: each dataset's snapshot is checked once, not at every read
+            self.memory().pinned(), [dataset.id for dataset in targets], top_k, self.llm, retrievers=self.retrievers.get, distinct=distinct,
             system_prompt=system_prompt,
             feedback_influence=self.config.feedback_influence if feedback_influence is None else feedback_influence,
             feedback_weights=self.feedback_weights,
@@ -372,10 +372,13 @@ class RecallFlows:
         return await self._session_id(acting, session_id, targets[0] if named and targets else None)
 
     async def _session_id(self, acting: Any, session_id: str | None, dataset: Dataset | None) -> str:
-        """``session_id``, else the dataset-scoped default session (``dataset``, else the user's main_dataset)."""
+        """``session_id``, else the dataset-scoped default session (``dataset``, else the user's main_dataset).
+
+        ``session_id`` was checked where it entered (``recall()`` / ``search()``): it is used as is.
+        """
         manager = self.sessions
         if session_id is not None:
-            return manager.resolve_session_id(session_id)
+            return session_id
         dataset = dataset or await self.datasets.get(MAIN_DATASET, acting)
         return manager.resolve_session_id(None, dataset.id if dataset else None)
 

@@ -7,7 +7,9 @@ this process and across processes, so turns sent to one session at once are stor
 one after the other, none lost), records the session's activity before anything is
 retrieved (so a delete racing the turn finds the session: :mod:`memlab.provenance`) and
 runs the mode over a :class:`SessionTurn`, the :class:`~memlab.analysis.TurnPort`
-of one turn.
+of one turn. A session whose record and reads are already written is not written
+again before the turn: its activity moves with the turn's usage, in one metadata
+transaction after the turn (or in a write of its own when no usage was recorded).
 
 Fallback to sequential (the seed's list): a ``concurrent`` stack runs a turn
 ``sequential`` when the search type is ``FEELING_LUCKY`` (``"feeling_lucky"``),
@@ -410,12 +412,22 @@ class TurnRunner:
                 search_type=search_type,
                 response_model=response_model,
             )
-            metering = recorder.metered(user_id, session_id, _single_dataset(scope)) if recorder is not None else contextlib.nullcontext(None)
-            async with metering as metered:
-                if metered is None or metered.outcome == "off":  # known before the turn is stored
-                    port.note(usage="off")
-                await self.manager.record_activity(user_id, session_id, _single_dataset(scope), read=scope.dataset_ids)  # before retrieval: memlab.provenance
-                result = await mode.run(port)
+            dataset = _single_dataset(scope)
+            metering = recorder.metered(user_id, session_id, dataset) if recorder is not None else contextlib.nullcontext(None)
+            deferred = False
+            try:
+                async with metering as metered:
+                    tracked = metered is not None and metered.outcome != "off"
+                    if not tracked:  # known before the turn is stored
+                        port.note(usage="off")
+                    # before retrieval (memlab.provenance): the session and what it reads are on record before anything is
+                    # read. When they already are, nothing is written now: the usage write at the end moves the session's
+                    # activity in its own transaction (one metadata write per turn)
+                    deferred = not await self.manager.record_activity(user_id, session_id, dataset, read=scope.dataset_ids, only_new=tracked)
+                    result = await mode.run(port)
+            finally:
+                if deferred and (metered is None or metered.outcome not in ("recorded", "post_end")):  # the usage write did not touch it
+                    await self.manager.record_activity(user_id, session_id, dataset, read=scope.dataset_ids)
             if metered is not None and metered.outcome != "off":
                 result.record["usage"] = metered.outcome
                 if metered.outcome in ("post_end", "failed") and result.qa_id is not None:  # known only now: said on the stored turn

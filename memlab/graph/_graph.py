@@ -27,13 +27,15 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import networkx as nx
 
 from memlab.exceptions import ValidationError
+
+T = TypeVar("T")
 
 __all__ = ["GraphRemoval", "KnowledgeGraph", "edge_id", "node_id", "stable_id"]
 
@@ -89,6 +91,8 @@ class KnowledgeGraph:
         self._ends: dict[str, tuple[str, str]] = {}  # edge id -> (source, target), insertion ordered
         self._supporters: dict[str, set[str]] = {}  # element id -> data ids
         self._by_data: dict[str, set[str]] = {}  # data id -> element ids
+        self._version = 0  # bumped by every change: what memo() keys on
+        self._memos: dict[str, tuple[int, Any]] = {}
 
     # --- writes -------------------------------------------------------------------
 
@@ -157,6 +161,7 @@ class KnowledgeGraph:
         An unknown ``data_id`` removes nothing.
         """
         _text("data_id", data_id)
+        self._version += 1
         touched = self._by_data.pop(data_id, set())
         dead: set[str] = set()
         for element in touched:
@@ -187,6 +192,7 @@ class KnowledgeGraph:
     def remove_all(self) -> GraphRemoval:
         """Delete every element; report them all."""
         removal = GraphRemoval(node_ids=frozenset(self._g.nodes), edge_ids=frozenset(self._ends))
+        self._version += 1
         self._g.clear()
         self._ends.clear()
         self._supporters.clear()
@@ -194,6 +200,17 @@ class KnowledgeGraph:
         return removal
 
     # --- reads --------------------------------------------------------------------
+
+    def memo(self, kind: str, build: Callable[["KnowledgeGraph"], T]) -> T:
+        """``build(self)``, kept under ``kind`` and reused until the graph next changes (any add or removal).
+
+        For read-side indexes a reader fills as it goes (e.g. a dict built empty and
+        filled per element): they are dropped at the first change, so never stale.
+        """
+        found = self._memos.get(kind)
+        if found is None or found[0] != self._version:
+            found = self._memos[kind] = (self._version, build(self))
+        return found[1]
 
     def supporters(self, element_id: str) -> frozenset[str]:
         """The data ids supporting a node or edge; empty when there is no such element."""
@@ -320,6 +337,7 @@ class KnowledgeGraph:
     # --- internals ----------------------------------------------------------------
 
     def _support(self, element: str, data_id: str) -> None:
+        self._version += 1
         self._supporters.setdefault(element, set()).add(data_id)
         self._by_data.setdefault(data_id, set()).add(element)
 

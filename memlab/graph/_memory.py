@@ -74,6 +74,64 @@ def _removed(dataset_id: uuid.UUID, data_ids: set[str], removal: GraphRemoval, *
     return ForgetEvent(dataset_id, frozenset(data_ids), frozenset(removal.node_ids), frozenset(removal.edge_ids), whole, dry_run)
 
 
+def _derive(loaded: _Loaded, kind: str, build: Callable[[KnowledgeGraph], T]) -> tuple[KnowledgeGraph, T]:
+    """:meth:`PermanentMemory.derived` on a loaded state."""
+    token = loaded.token
+    cached = loaded.derived.get(kind)
+    if cached is None or cached[0] != token:
+        cached = loaded.derived[kind] = (token, build(loaded.graph))
+    return loaded.graph, cached[1]
+
+
+async def _search(loaded: _Loaded, embedder: Any, collection: str, query_text: str, top_k: int) -> list[tuple[str, float]]:
+    """:meth:`PermanentMemory.search` on a loaded state."""
+    if collection not in loaded.vectors.counts() or not len(loaded.vectors.collection(collection)):
+        return []
+    query = (await embedder.embed([query_text]))[0]
+    return loaded.vectors.collection(collection).search(query, top_k)
+
+
+class PinnedMemory:
+    """The reads of a :class:`PermanentMemory` (``graph``, ``vectors``, ``derived``, ``search``) with each dataset's
+    committed snapshot checked once, at the view's first read of that dataset, instead of at every read.
+
+    One search call (its lanes, its retrievers) reads through one view, so it sees one snapshot of each
+    dataset however many reads it makes: what another process commits meanwhile is seen by the next call.
+    Changes made in this process are seen as before (they change the loaded state in place). Anything
+    else is the memory's own attribute.
+    """
+
+    def __init__(self, memory: "PermanentMemory") -> None:
+        self.memory = memory
+        self.embedder = memory.embedder
+        self._states: dict[uuid.UUID, _Loaded] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.memory, name)
+
+    async def _current(self, dataset_id: uuid.UUID) -> _Loaded:
+        loaded = self._states.get(dataset_id)
+        if loaded is None:
+            loaded = self._states.setdefault(dataset_id, await self.memory._current(dataset_id))
+        return loaded
+
+    async def graph(self, dataset_id: uuid.UUID) -> KnowledgeGraph:
+        """As :meth:`PermanentMemory.graph`."""
+        return (await self._current(dataset_id)).graph
+
+    async def vectors(self, dataset_id: uuid.UUID) -> VectorStore:
+        """As :meth:`PermanentMemory.vectors`."""
+        return (await self._current(dataset_id)).vectors
+
+    async def derived(self, dataset_id: uuid.UUID, kind: str, build: Callable[[KnowledgeGraph], T]) -> tuple[KnowledgeGraph, T]:
+        """As :meth:`PermanentMemory.derived`."""
+        return _derive(await self._current(dataset_id), kind, build)
+
+    async def search(self, dataset_id: uuid.UUID, collection: str, query_text: str, top_k: int) -> list[tuple[str, float]]:
+        """As :meth:`PermanentMemory.search`."""
+        return await _search(await self._current(dataset_id), self.embedder, collection, query_text, top_k)
+
+
 #: attempts of one write when other writers of a shared store keep committing first
 WRITE_ATTEMPTS = 8
 
@@ -134,20 +192,15 @@ class PermanentMemory:
         both. ``build`` runs on the event loop (the graph is mutated there, so
         reading it from a thread would race).
         """
-        loaded = await self._current(dataset_id)
-        token = loaded.token
-        cached = loaded.derived.get(kind)
-        if cached is None or cached[0] != token:
-            cached = loaded.derived[kind] = (token, build(loaded.graph))
-        return loaded.graph, cached[1]
+        return _derive(await self._current(dataset_id), kind, build)
 
     async def search(self, dataset_id: uuid.UUID, collection: str, query_text: str, top_k: int) -> list[tuple[str, float]]:
         """The ``top_k`` ids of ``collection`` nearest ``query_text`` as ``(id, distance)``, nearest first."""
-        loaded = await self._current(dataset_id)
-        if collection not in loaded.vectors.counts() or not len(loaded.vectors.collection(collection)):
-            return []
-        query = (await self.embedder.embed([query_text]))[0]
-        return loaded.vectors.collection(collection).search(query, top_k)
+        return await _search(await self._current(dataset_id), self.embedder, collection, query_text, top_k)
+
+    def pinned(self) -> "PinnedMemory":
+        """A read view that checks each dataset's committed snapshot once (:class:`PinnedMemory`): one per search call."""
+        return PinnedMemory(self)
 
     # -- writing ---------------------------------------------------------------------
     async def remember(self, dataset: Dataset, documents: Sequence[Document], *, tags: Sequence[str] = (), progress: bool | None = None) -> RememberResult:

@@ -17,8 +17,11 @@ Edge identities are tuples and ``id`` identities strings, so the two never colli
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
+
+from pydantic import BaseModel
 
 from memlab.exceptions import ValidationError
 
@@ -30,7 +33,29 @@ _MISSING = object()
 def _field(item: Any, name: str) -> Any:
     if isinstance(item, Mapping):
         return item.get(name, _MISSING)
+    if isinstance(item, BaseModel) and _absent_from_model(item, name):
+        return _MISSING  # what getattr would say, without pydantic raising and catching an AttributeError
     return getattr(item, name, _MISSING)
+
+
+def _absent_from_model(item: BaseModel, name: str) -> bool:
+    """True when ``getattr(item, name)`` would raise: not a field value, extra, private attribute or class attribute
+    (pydantic's own lookup, for models that keep it; the class is read once per class and name)."""
+    cls = type(item)
+    if not _plain_lookup(cls) or name in item.__dict__ or not _not_on_class(cls, name):
+        return False
+    extra = item.__pydantic_extra__
+    return not (extra and name in extra)
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_lookup(cls: type) -> bool:
+    return cls.__getattr__ is BaseModel.__getattr__ and cls.__getattribute__ is object.__getattribute__  # type: ignore[attr-defined]
+
+
+@functools.lru_cache(maxsize=1024)
+def _not_on_class(cls: type, name: str) -> bool:
+    return not hasattr(cls, name) and name not in getattr(cls, "__private_attributes__", {})
 
 
 def _present(value: Any) -> bool:

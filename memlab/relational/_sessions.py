@@ -93,6 +93,8 @@ class SessionRecordRepository(Repository):
         #: (session, user, dataset) rows of ``session_datasets`` this store wrote (rows are never deleted, so each is
         #: written once per process, not on every turn); bounded: cleared past :data:`READS_REMEMBERED`
         self._reads: set[tuple[str, str, str]] = set()
+        #: (session, user) rows this store touched -> whether the row's dataset is known to be set (bounded as ``_reads``)
+        self._rows: dict[tuple[str, str], bool] = {}
 
     @staticmethod
     def statements(insert: Insert) -> dict[str, ClauseElement]:
@@ -117,23 +119,31 @@ class SessionRecordRepository(Repository):
         }
 
     async def touch(
-        self, user_id: uuid.UUID | str, session_id: str, dataset_id: uuid.UUID | None, *, read: Sequence[uuid.UUID] = ()
-    ) -> None:
+        self, user_id: uuid.UUID | str, session_id: str, dataset_id: uuid.UUID | None, *, read: Sequence[uuid.UUID] = (),
+        only_new: bool = False,
+    ) -> bool:
         """Record activity of (session, user): create a ``running`` row, or bump a running row's ``last_activity_at``.
 
         A row that is ``completed`` / ``failed`` is never changed (never resurrected);
         a row without a dataset takes ``dataset_id`` when one is given. ``read``: the
         datasets the session's turn reads, kept in ``session_datasets`` (in the same
         transaction). A user id that is not a UUID (not a memlab user) is not recorded.
+
+        ``only_new``: write nothing when this store has already written the row and every
+        read in ``read`` (and the row's dataset is set, or none is given), so the touch would
+        only move ``last_activity_at``; then False (the caller moves it later, in a write of
+        its own). Rows are never deleted, so what this store wrote is still there. True otherwise.
         """
         try:
             user_id = uuid.UUID(str(user_id))
         except ValueError:
-            return
-        now = self._now()
+            return True
         user, dataset = str(user_id), str(dataset_id) if dataset_id else None
-
         reads = [key for key in dict.fromkeys((session_id, user, str(item)) for item in read) if key not in self._reads]
+        key = (session_id, user)
+        if only_new and not reads and key in self._rows and (dataset is None or self._rows[key]):
+            return False
+        now = self._now()
 
         def work(db: DB) -> None:
             db.run("session_touch", session_id=session_id, user_id=user, dataset_id=dataset, now=now)
@@ -144,6 +154,10 @@ class SessionRecordRepository(Repository):
         if len(self._reads) + len(reads) > READS_REMEMBERED:
             self._reads.clear()
         self._reads.update(reads)
+        if len(self._rows) >= READS_REMEMBERED:
+            self._rows.clear()
+        self._rows[key] = self._rows.get(key, False) or dataset is not None
+        return True
 
     async def end(self, user_id: uuid.UUID, session_id: str, status: str) -> bool:
         """Mark the session ``completed`` / ``failed`` with ``ended_at`` now; False when it has no record."""

@@ -53,6 +53,8 @@ __all__ = [
     "context_lines",
     "dataset_graphs",
     "element_item",
+    "has_element_item",
+    "vector_hits",
     "check_distinct",
     "feedback_blend",
     "feedback_ranked",
@@ -126,7 +128,9 @@ class RetrievalScope:
     """Where and how much to retrieve.
 
     ``memory`` is the stack's ``PermanentMemory`` (``await memory.graph(id)``,
-    ``await memory.vectors(id)``, ``memory.embedder``); ``llm`` the stack's
+    ``await memory.vectors(id)``, ``memory.embedder``), or the view of it a search call
+    reads through (:meth:`~memlab.graph.PermanentMemory.pinned`: one snapshot check per
+    dataset per call); ``llm`` the stack's
     ``LLMClient``; ``history`` the formatted session history a completion
     prompt should include ("" for none); ``system_prompt`` replaces the
     instructions of the answer call (None: each retriever's own); ``distinct`` ``"data_id"`` asks the
@@ -267,32 +271,51 @@ async def dataset_graphs(scope: RetrievalScope, items: Iterable[SearchResultItem
 
 def element_item(graph: Any, dataset_id: uuid.UUID, element_id: str, score: float, **raw: Any) -> SearchResultItem | None:
     """The :class:`SearchResultItem` of a graph node or edge (None when the graph no longer has it)."""
-    node = graph.node(element_id)
-    if node is not None:
-        return SearchResultItem(
-            id=element_id,
-            kind=node["type"],
-            text=node.get("text") or node["name"],
-            score=max(0.0, float(score)),
-            dataset_id=dataset_id,
-            data_ids=sorted(node["supporters"]),
-            node_ids=[element_id],
-            raw={"name": node["name"], **raw},
-        )
-    edge = graph.edge(element_id)
-    if edge is None:
+    fields = _element_fields(graph, element_id)
+    if fields is None:
         return None
-    return SearchResultItem(
+    kind, text, data_ids, node_ids, edge_ids, base = fields
+    return SearchResultItem(  # pydantic copies the lists: items never share them with the memo
         id=element_id,
-        kind="triplet",
-        text=edge.get("text") or f"{edge['source']} {edge['relation']} {edge['target']}",
+        kind=kind,
+        text=text,
         score=max(0.0, float(score)),
         dataset_id=dataset_id,
-        data_ids=sorted(edge["supporters"]),
-        node_ids=[edge["source"], edge["target"]],
-        edge_ids=[element_id],
-        raw={"relation": edge["relation"], **raw},
+        data_ids=data_ids,
+        node_ids=node_ids,
+        edge_ids=edge_ids,
+        raw={**base, **raw},
     )
+
+
+def has_element_item(graph: Any, element_id: str) -> bool:
+    """True when :func:`element_item` would return an item for ``element_id`` (the graph has it)."""
+    return _element_fields(graph, element_id) is not None
+
+
+_ElementFields = tuple[str, str, list[str], list[str], list[str], dict[str, Any]]
+
+
+def _element_fields(graph: Any, element_id: str) -> _ElementFields | None:
+    """What :func:`element_item` reads of an element, read from the graph once per element until the graph changes
+    (:meth:`~memlab.graph.KnowledgeGraph.memo`; a graph without ``memo`` is read every time)."""
+    memo: dict[str, _ElementFields | None] | None = graph.memo("retrieval.element_fields", _empty_memo) if hasattr(graph, "memo") else None
+    if memo is not None and element_id in memo:
+        return memo[element_id]
+    fields: _ElementFields | None = None
+    node = graph.node(element_id)
+    if node is not None:
+        fields = (node["type"], node.get("text") or node["name"], sorted(node["supporters"]), [element_id], [], {"name": node["name"]})
+    elif (edge := graph.edge(element_id)) is not None:
+        text = edge.get("text") or f"{edge['source']} {edge['relation']} {edge['target']}"
+        fields = ("triplet", text, sorted(edge["supporters"]), [edge["source"], edge["target"]], [element_id], {"relation": edge["relation"]})
+    if memo is not None:
+        memo[element_id] = fields
+    return fields
+
+
+def _empty_memo(graph: Any) -> dict[str, Any]:
+    return {}
 
 
 def one_per_source(items: Iterable[SearchResultItem], limit: int | None = None) -> list[SearchResultItem]:
@@ -327,34 +350,56 @@ async def vector_items(
     each dataset's search fetches more neighbours until ``limit`` documents are found or
     the collection is exhausted.
     """
+    if distinct is None:
+        hits = await vector_hits(query, scope, collection, limit=limit)
+        return [item for score, dataset_id, element_id, graph in hits if (item := element_item(graph, dataset_id, element_id, score)) is not None]
     limit = scope.top_k if limit is None else limit
-    if not query.strip() or limit < 1:
-        return []
     items: list[SearchResultItem] = []
-    for dataset_id in scope.dataset_ids:
-        vectors = await scope.memory.vectors(dataset_id)
-        if collection not in vectors.names() or not len(vectors.collection(collection)):
-            continue
-        graph = await scope.memory.graph(dataset_id)
-        index = vectors.collection(collection)
+    for dataset_id, graph, index, vector in await _searchable(query, scope, collection, limit):
         size = len(index)
-        vector = await scope.embed(query)
-        fetch = limit if distinct is None else min(size, limit * _DISTINCT_OVERFETCH)
+        fetch = min(size, limit * _DISTINCT_OVERFETCH)
         while True:
             found = [
                 item
                 for element_id, distance in index.search(vector, fetch)
                 if (item := element_item(graph, dataset_id, element_id, distance)) is not None
             ]
-            if distinct is None:
-                break
             found = one_per_source(found, limit)
             if len(found) >= limit or fetch >= size:
                 break
             fetch = min(size, fetch * _DISTINCT_OVERFETCH)
         items.extend(found)
     items.sort(key=lambda item: item.score)
-    return one_per_source(items, limit) if distinct is not None else items[:limit]
+    return one_per_source(items, limit)
+
+
+async def vector_hits(query: str, scope: RetrievalScope, collection: str, *, limit: int | None = None) -> list[tuple[float, uuid.UUID, str, Any]]:
+    """What :func:`vector_items` (without ``distinct``) returns, as ``(score, dataset_id, element_id, graph)`` without
+    building the items: the same elements in the same order, each one the graph has (:func:`element_item` of it is not None)."""
+    limit = scope.top_k if limit is None else limit
+    hits: list[tuple[float, uuid.UUID, str, Any]] = []
+    for dataset_id, graph, index, vector in await _searchable(query, scope, collection, limit):
+        hits.extend(
+            (max(0.0, float(distance)), dataset_id, element_id, graph)  # the score element_item gives it
+            for element_id, distance in index.search(vector, limit)
+            if has_element_item(graph, element_id)
+        )
+    hits.sort(key=lambda hit: hit[0])
+    return hits[:limit]
+
+
+async def _searchable(query: str, scope: RetrievalScope, collection: str, limit: int) -> list[tuple[uuid.UUID, Any, Any, Any]]:
+    """``(dataset_id, graph, index, query vector)`` of each dataset of the scope whose ``collection`` holds vectors;
+    none for a blank query or a ``limit`` below 1 (the query is embedded once, on the first such dataset)."""
+    if not query.strip() or limit < 1:
+        return []
+    found = []
+    for dataset_id in scope.dataset_ids:
+        vectors = await scope.memory.vectors(dataset_id)
+        if collection not in vectors.names() or not len(vectors.collection(collection)):
+            continue
+        found.append((dataset_id, await scope.memory.graph(dataset_id), vectors.collection(collection), await scope.embed(query)))
+    return found
 
 
 async def answer(

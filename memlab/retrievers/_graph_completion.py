@@ -32,6 +32,7 @@ then each round's new triplets), so it may hold more than ``top_k`` items.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -50,6 +51,8 @@ from memlab.retrievers._base import (
     dataset_graphs,
     element_item,
     feedback_ranked,
+    has_element_item,
+    vector_hits,
     no_usage,
     vector_items,
 )
@@ -63,6 +66,7 @@ __all__ = [
     "GraphCompletionCotRetriever",
     "GraphCompletionRetriever",
     "GraphSummaryCompletionRetriever",
+    "candidate_triplets",
     "offline_follow_up",
     "relationship_triplets",
 ]
@@ -83,6 +87,31 @@ _DRAFT_LABEL = "Draft answer:"
 
 async def relationship_triplets(query: str, scope: RetrievalScope) -> list[SearchResultItem]:
     """The graph-completion context of ``query`` (see the module docstring): at most ``scope.top_k`` triplets."""
+    if scope.feedback_influence > 0 and scope.feedback_weights is not None:  # every candidate is re-scored: build them all
+        return (await feedback_ranked(best_per_id(await candidate_triplets(query, scope)), scope))[: scope.top_k]
+    # the same ranking as best_per_id over those candidates (the first with the lowest score per id, sorted by score,
+    # ties in first-appearance order), building items only for the top_k that are kept
+    best: dict[str, tuple[float, uuid.UUID, Any, str | None]] = {}  # id -> (score, dataset, graph, entity reached through or None)
+    for score, dataset_id, element_id, graph in await vector_hits(query, scope, "triplets"):
+        if element_id not in best or score < best[element_id][0]:
+            best[element_id] = (score, dataset_id, graph, None)
+    for entity_score, dataset_id, entity_id, graph in await vector_hits(query, scope, "entities"):
+        score = max(0.0, float(entity_score + ENTITY_HOP_COST))  # as element_item scores it
+        for edge_id in _relationship_edges(graph, entity_id):
+            if (edge_id not in best or score < best[edge_id][0]) and has_element_item(graph, edge_id):
+                best[edge_id] = (score, dataset_id, graph, entity_id)
+    kept = []
+    for edge_id, (score, dataset_id, graph, through) in sorted(best.items(), key=lambda pair: pair[1][0])[: scope.top_k]:
+        extra = {"via": "triplet"} if through is None else {"via": "entity", "entity_id": through}
+        built = element_item(graph, dataset_id, edge_id, score, **extra)
+        assert built is not None  # has_element_item said so, and nothing ran in between
+        kept.append(built)
+    return kept
+
+
+async def candidate_triplets(query: str, scope: RetrievalScope) -> list[SearchResultItem]:
+    """Every candidate of :func:`relationship_triplets` as an item, in arrival order: the vector-hit triplets, then the
+    relationship edges of each entity hit (an id may come more than once)."""
     found = [item.model_copy(update={"raw": {**item.raw, "via": "triplet"}}) for item in await vector_items(query, scope, "triplets")]
     entities = await vector_items(query, scope, "entities")
     graphs = await dataset_graphs(scope, entities)
@@ -92,11 +121,19 @@ async def relationship_triplets(query: str, scope: RetrievalScope) -> list[Searc
             item = element_item(graph, entity.dataset_id, edge_id, entity.score + ENTITY_HOP_COST, via="entity", entity_id=entity.id)
             if item is not None:
                 found.append(item)
-    return (await feedback_ranked(best_per_id(found), scope))[: scope.top_k]
+    return found
 
 
 def _relationship_edges(graph: Any, entity_id: str) -> list[str]:
-    """Ids of the entity → entity edges leaving or entering ``entity_id``, in graph order."""
+    """Ids of the entity → entity edges leaving or entering ``entity_id``, in graph order (kept per entity until the graph changes)."""
+    memo: dict[str, list[str]] = graph.memo("graph_completion.relationship_edges", lambda _graph: {})
+    found = memo.get(entity_id)
+    if found is None:
+        found = memo[entity_id] = _incident_relationship_edges(graph, entity_id)
+    return found
+
+
+def _incident_relationship_edges(graph: Any, entity_id: str) -> list[str]:
     view = graph.nx
     if entity_id not in view:
         return []

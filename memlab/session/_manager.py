@@ -38,14 +38,20 @@ logger = logging.getLogger("memlab.session")
 T = TypeVar("T")
 
 class ActivityRecorder(Protocol):
-    """``activity(user_id, session_id, dataset_id, read=...)``: called after each stored entry, and as a turn starts.
+    """``activity(user_id, session_id, dataset_id, read=..., only_new=...)``: called after each stored entry, and as a turn starts.
 
-    ``read``: the datasets the turn reads (empty for a plain write).
+    ``read``: the datasets the turn reads (empty for a plain write). ``only_new``: the recorder
+    may skip a write that would only move the session's last activity, returning False
+    (any other result: recorded).
     """
 
-    def __call__(self, user_id: str, session_id: str, dataset_id: uuid.UUID | None, *, read: Sequence[uuid.UUID] = ()) -> Awaitable[None]: ...
+    def __call__(
+        self, user_id: str, session_id: str, dataset_id: uuid.UUID | None, *, read: Sequence[uuid.UUID] = (), only_new: bool = False
+    ) -> Awaitable[bool | None]: ...
 
 
+#: how many checked (user, session) id pairs a manager remembers before it forgets them all (and checks again)
+_CHECKED_IDS = 4096
 #: Turns of conversation history given to the LLM: fixed, as in the seeds.
 HISTORY_LAST_N = 10
 #: how long a turn waits for another process's turn on the same session (seconds)
@@ -133,6 +139,8 @@ class SessionManager:
         self.dataset_id = _check_dataset_id(dataset_id)
         self._indexes: OrderedDict[tuple[str, str], SessionIndex] = OrderedDict()
         self._index_capacity = index_capacity
+        #: (user, session) pairs given as plain str that passed the id check (the check depends on the text alone)
+        self._checked: set[tuple[str, str]] = set()
         self._turn_locks: weakref.WeakValueDictionary[tuple[int, str, str], asyncio.Lock] = weakref.WeakValueDictionary()
 
     @property
@@ -149,10 +157,17 @@ class SessionManager:
         return f"{self.default_session_id}_{dataset_id}" if dataset_id else self.default_session_id
 
     def _ids(self, user_id: Any, session_id: str | None, dataset_id: uuid.UUID | None = None) -> tuple[str, str]:
+        if type(user_id) is str and type(session_id) is str and (user_id, session_id) in self._checked:
+            return user_id, session_id  # checked already: a turn's calls check its ids once, not at every call
         user = _check_id("user_id", user_id)
         if user is None:
             raise SessionParameterValidationError("user_id is required")
-        return user, self.resolve_session_id(session_id, dataset_id)
+        ids = user, self.resolve_session_id(session_id, dataset_id)
+        if type(user_id) is str and type(session_id) is str:
+            if len(self._checked) >= _CHECKED_IDS:
+                self._checked.clear()
+            self._checked.add(ids)
+        return ids
 
     async def _fail_open(self, op: str, default: T, fn: Callable[[CacheBackend], Awaitable[T]]) -> T:
         self._require_open()
@@ -165,16 +180,24 @@ class SessionManager:
             logger.warning("session %s failed open (returning %r): %s", op, default, exc)
             return default
 
-    async def _record(self, user: str, session: str, dataset_id: uuid.UUID | None, read: Sequence[uuid.UUID] = ()) -> None:
-        """Report a stored write to the activity recorder; a failure is logged once, never raised."""
+    async def _record(
+        self, user: str, session: str, dataset_id: uuid.UUID | None, read: Sequence[uuid.UUID] = (), *, only_new: bool = False
+    ) -> bool:
+        """Report a stored write to the activity recorder; a failure is logged once, never raised.
+
+        False only when ``only_new`` let the recorder skip it (see :class:`ActivityRecorder`).
+        """
         if self._activity is None:
-            return
+            return True
         try:
+            if only_new:
+                return await self._activity(user, session, dataset_id, read=read, only_new=True) is not False
             await self._activity(user, session, dataset_id, read=read)
         except Exception as exc:  # the write is stored; only its record is missing
             if not self._activity_warned:
                 self._activity_warned = True
                 logger.warning("session activity of %r could not be recorded (further failures are not logged): %s: %s", session, type(exc).__name__, exc)
+        return True
 
     def _local_lock(self, user: str, session: str) -> asyncio.Lock:
         """The in-process turn lock of (user, session) on the running event loop."""
@@ -211,18 +234,22 @@ class SessionManager:
             yield
 
     async def record_activity(
-        self, user_id: Any, session_id: str | None, dataset_id: uuid.UUID | None = None, *, read: Sequence[uuid.UUID] = ()
-    ) -> None:
+        self, user_id: Any, session_id: str | None, dataset_id: uuid.UUID | None = None, *, read: Sequence[uuid.UUID] = (),
+        only_new: bool = False,
+    ) -> bool:
         """Report a turn of (user, session) that reads the datasets ``read`` to the activity recorder, now.
 
         A turn calls it before it reads permanent memory: a delete lists the sessions to
         clean from these records (the session's dataset and every dataset it read; see
         :mod:`memlab.provenance`). Caching off: nothing (no turn is stored). A recorder
-        failure is logged, never raised.
+        failure is logged, never raised. ``only_new``: when the recorder already holds the
+        session and those reads, nothing is written and False is returned (the caller then
+        records the activity itself later: a turn does, in its usage write); True otherwise.
         """
         user, session = self._ids(user_id, session_id, dataset_id)
-        if self.cache is not None:
-            await self._record(user, session, _check_dataset_id(dataset_id) or self.dataset_id, read)
+        if self.cache is None:
+            return True
+        return await self._record(user, session, _check_dataset_id(dataset_id) or self.dataset_id, read, only_new=only_new)
 
     def _require_open(self) -> None:
         """``StackStateError`` when this manager belongs to a stack that is not open."""
