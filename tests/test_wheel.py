@@ -6,17 +6,20 @@ wheel from the unpacked sdist, as ``python -m build`` does), so the checkout get
 ``build/`` or ``*.egg-info`` and a file missing from the sdist fails the wheel build.
 
 The fresh venv (no ``--system-site-packages``) gets memlab from the wheel, with
-``pip install --no-index``; its dependencies are the ones this test's venv already has,
-made visible through a ``.pth`` file naming a directory of links to that venv's
-site-packages, *minus memlab itself* (its dist-info and editable finder). pip resolves the
-wheel's ``Requires-Dist`` against them, so a dependency the wheel declares but that is not
-there fails the install; nothing is downloaded. The commands then run from a directory
+``pip install --no-index``. Its dependencies are the installed copies in this test's venv,
+and only those: the closure of the wheel's ``Requires-Dist`` (no extras) is computed from
+the installed metadata, and a ``.pth`` file names a directory of links to just those
+distributions' files. So the venv holds what ``pip install memlab-*.whl`` would give it
+(no matplotlib, fastapi, redis, pytest...); pip resolves the wheel's requirements against
+it, and nothing is downloaded. The commands then run from a directory
 outside the repository, without ``PYTHONPATH``, and the test asserts that ``memlab``
 was imported from the venv's own site-packages.
 """
 
 from __future__ import annotations
 
+import email.parser
+import importlib.metadata
 import json
 import os
 import shutil
@@ -28,6 +31,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 import memlab
 
@@ -92,18 +97,35 @@ def test_build_makes_an_sdist_and_a_wheel_with_every_package_file(dist) -> None:
     assert {"LICENSE", "README.md", "pyproject.toml", "PKG-INFO"} <= members
 
 
-def _dependencies_view(target: Path) -> Path:
-    """A directory of links to this venv's site-packages entries, memlab's own left out."""
+def _closure(requirements: list[str]) -> list[importlib.metadata.Distribution]:
+    """The distributions of this venv that ``requirements`` (Requires-Dist lines, no extra) pull in, transitively."""
+    found: dict[str, importlib.metadata.Distribution] = {}
+    pending = [(Requirement(line), "") for line in requirements]
+    while pending:
+        requirement, extra = pending.pop()
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
+            continue
+        key = canonicalize_name(requirement.name)
+        dist = importlib.metadata.distribution(requirement.name)  # a missing one fails here, naming it
+        fresh = key not in found
+        found[key] = dist
+        for wanted in ([""] if fresh else []) + sorted(requirement.extras):
+            pending += [(Requirement(line), wanted) for line in dist.requires or ()]
+    return list(found.values())
+
+
+def _dependencies_view(target: Path, wheel: Path) -> Path:
+    """A directory of links to the site-packages entries of the wheel's dependencies (transitively), nothing else."""
+    info = next(name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".dist-info/METADATA"))
+    metadata = email.parser.Parser().parsestr(zipfile.ZipFile(wheel).read(info).decode())
     target.mkdir()
-    paths = sysconfig.get_paths()
-    for site in dict.fromkeys(Path(paths[key]).resolve() for key in ("purelib", "platlib")):
-        for entry in site.iterdir():
-            name = entry.name.lower()
-            if name.startswith(("memlab", "__editable__", "__pycache__")) or name.endswith(".pth") or "memlab" in name:
-                continue
-            link = target / entry.name
-            if not link.exists():
-                link.symlink_to(entry)
+    for dist in _closure(metadata.get_all("Requires-Dist") or []):
+        site = Path(str(dist.locate_file(""))).resolve()
+        tops = {Path(str(file)).parts[0] for file in dist.files or () if not str(file).startswith("..")}
+        for top in sorted(tops):
+            entry = site / top
+            if entry.exists() and not top.endswith(".pth") and top != "__pycache__" and not (target / top).exists():
+                (target / top).symlink_to(entry)
     return target
 
 
@@ -115,7 +137,7 @@ def venv(dist, tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
     _run([sys.executable, "-m", "venv", home], cwd=base)
     python = home / "bin" / "python"
     site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=base).stdout.strip())
-    (site / "_memlab_test_dependencies.pth").write_text(f"{_dependencies_view(base / 'dependencies')}\n")
+    (site / "_memlab_test_dependencies.pth").write_text(f"{_dependencies_view(base / 'dependencies', _wheel(dist))}\n")
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"} and not k.startswith("MEMLAB_")}
     env.update(OFFLINE, PATH=f"{home / 'bin'}{os.pathsep}{env.get('PATH', '')}", PYTHONNOUSERSITE="1", MEMLAB_DATA_ROOT=str(base / "data"))
     _run([python, "-m", "pip", "install", "--no-index", "--disable-pip-version-check", "-q", _wheel(dist)], cwd=base, env=env)
@@ -124,7 +146,10 @@ def venv(dist, tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
     return home, env, work
 
 
-_PROBE = """
+#: modules that only extras or the dev tools bring (redis, api, widgets, frames, dev): none may be importable
+EXTRA_ONLY = ("redis", "asyncpg", "fastapi", "uvicorn", "matplotlib", "ipywidgets", "pyarrow", "pytest", "hypothesis")
+
+_PROBE = f"EXTRA_ONLY = {EXTRA_ONLY!r}\n" + """
 import importlib.metadata, json, memlab
 from memlab import StackConfig, SyncMemoryStack
 from memlab.samples import corpus_paths
@@ -135,7 +160,9 @@ with SyncMemoryStack.from_config(StackConfig(data_root="lab")) as stack:   # the
     turn = stack.remember("Alice owns the billing service.", session_id="chat", self_improvement=False)
     hits = stack.recall("Who owns billing?", session_id="chat")
 dist = importlib.metadata.distribution("memlab")
+import importlib.util
 print(json.dumps({
+    "extras_visible": [name for name in EXTRA_ONLY if importlib.util.find_spec(name) is not None],
     "file": memlab.__file__, "version": memlab.__version__, "metadata_version": dist.version,
     "dist_info": str(dist.locate_file(f"memlab-{dist.version}.dist-info")),
     "samples": [path.name for path in corpus_paths()], "stored": stored.status, "answer": answer[0].text,
@@ -151,6 +178,7 @@ def test_import_memlab_from_the_wheel_alone(venv) -> None:
     assert Path(probe["file"]).resolve().is_relative_to(home), f"memlab came from {probe['file']}, not the venv {home}"
     assert Path(probe["dist_info"]).resolve().is_relative_to(home)
     assert probe["version"] == probe["metadata_version"] == memlab.__version__
+    assert probe["extras_visible"] == [], "the venv must hold the core install only"
     assert probe["samples"] == ["curie_family.md", "early_computing.md", "missions.csv", "research_labs.json"]
     assert probe["stored"] == "completed" and "Curie" in probe["answer"]
     assert probe["session"] == ["Alice owns the billing service."]
@@ -163,6 +191,6 @@ def test_memlab_demo_from_the_wheel_alone(venv) -> None:
     done = _run([home / "bin" / "memlab", "demo", "--turns", "6", "--documents", "4", "--latency-ms", "0", "--quiet"], cwd=work, env=env)
     for mode in ("concurrent", "sequential", "off"):
         assert f"\n{mode} " in done.stdout, done.stdout
+    assert "charts left out: matplotlib is not installed" in done.stdout  # the core install has no matplotlib
     report = Path(done.stdout.strip().splitlines()[-1].removeprefix("report: "))
-    report = report if report.is_absolute() else work / report
-    assert report.is_file() and report.suffix == ".html"
+    assert report.is_file() and report.suffix == ".html" and report.resolve().is_relative_to(Path(env["MEMLAB_DATA_ROOT"]).resolve())
