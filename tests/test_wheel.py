@@ -22,11 +22,13 @@ import email.parser
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tarfile
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -35,8 +37,6 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 import memlab
-
-pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 #: what the sdist is built from (the build's inputs: pyproject.toml names README.md and LICENSE)
@@ -80,6 +80,7 @@ def _wheel(dist: Path) -> Path:
     return wheel
 
 
+@pytest.mark.slow
 def test_build_makes_an_sdist_and_a_wheel_with_every_package_file(dist) -> None:
     [sdist] = dist.glob("memlab-*.tar.gz")
     wheel = _wheel(dist)
@@ -171,6 +172,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_import_memlab_from_the_wheel_alone(venv) -> None:
     home, env, work = venv
     probe = json.loads(_run([home / "bin" / "python", "-c", _PROBE], cwd=work, env=env).stdout.strip().splitlines()[-1])
@@ -186,6 +188,7 @@ def test_import_memlab_from_the_wheel_alone(venv) -> None:
     assert version == f"memlab {memlab.__version__}"
 
 
+@pytest.mark.slow
 def test_memlab_demo_from_the_wheel_alone(venv) -> None:
     home, env, work = venv
     done = _run([home / "bin" / "memlab", "demo", "--turns", "6", "--documents", "4", "--latency-ms", "0", "--quiet"], cwd=work, env=env)
@@ -194,3 +197,24 @@ def test_memlab_demo_from_the_wheel_alone(venv) -> None:
     assert "charts left out: matplotlib is not installed" in done.stdout  # the core install has no matplotlib
     report = Path(done.stdout.strip().splitlines()[-1].removeprefix("report: "))
     assert report.is_file() and report.suffix == ".html" and report.resolve().is_relative_to(Path(env["MEMLAB_DATA_ROOT"]).resolve())
+
+
+def test_the_readme_extras_table_matches_pyproject() -> None:
+    """README's Install table lists each optional-dependencies extra with the packages it installs."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = lines.index("| Extra | Installs | For |") + 2
+    rows = {}
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        extra, installs, _ = (cell.strip() for cell in line.strip("|").split("|"))
+        rows[extra.strip("`")] = (installs, set(re.findall(r"`([^`]+)`", installs)))
+    assert set(rows) == set(extras), "the README's extras table and pyproject's optional-dependencies name different extras"
+    for extra, requirements in extras.items():
+        parsed = [Requirement(line) for line in requirements]
+        named = {req.name + (f"[{','.join(sorted(req.extras))}]" if req.extras else "") for req in parsed if req.name != "memlab"}
+        installs, listed = rows[extra]
+        assert listed == named, f"README row for {extra!r}: {sorted(listed)}, pyproject: {sorted(named)}"
+        if any(req.name == "memlab" for req in parsed):
+            assert "all of the above" in installs, f"{extra!r} includes other extras: its README row says so"
