@@ -54,8 +54,9 @@ from memlab.stack import CLOSE_TIMEOUT_SECONDS, MemoryStack
 from memlab.usage import UsageAPI
 from memlab.users import Users
 
+from memlab.clock import Clock
+
 if TYPE_CHECKING:
-    from memlab.clock import Clock
     from memlab.lifecycle import StackState
 
 __all__ = ["SyncDatasets", "SyncFrames", "SyncMemoryStack", "SyncSessionAPI", "SyncUsageAPI", "SyncUsers"]
@@ -87,7 +88,7 @@ class _Loop:
 
     def run(self, method: Callable[..., Awaitable[Any]], path: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``await method(*args, **kwargs)`` on the loop; blocks the calling thread until it is done."""
-        refuse_inside_event_loop(path)
+        _refuse_inside_event_loop(path)
         portal = self.portal()
         try:
             result = portal.call(functools.partial(method, *args, **kwargs))
@@ -149,7 +150,7 @@ def _is_async_service(cls: type) -> bool:
     return found
 
 
-def refuse_inside_event_loop(path: str) -> None:
+def _refuse_inside_event_loop(path: str) -> None:
     """Raise :class:`SyncInEventLoopError` when the calling thread runs an event loop (a blocking call would stall it)."""
     try:
         asyncio.get_running_loop()
@@ -307,10 +308,12 @@ class SyncMemoryStack(_View):
         loop = _Loop()
         stack = MemoryStack(config, **objects)
         super().__init__(stack, loop, "")
-        self._session = SyncSessionAPI(stack.session, loop, "session")
-        self._usage = SyncUsageAPI(stack.usage, loop, "usage")
-        self._users = SyncUsers(stack.users, loop, "users")
-        self._datasets = SyncDatasets(stack.datasets, loop, "datasets")
+        self.config: StackConfig = stack.config
+        self.clock: Clock = stack.clock
+        self.session = SyncSessionAPI(stack.session, loop, "session")
+        self.usage = SyncUsageAPI(stack.usage, loop, "usage")
+        self.users = SyncUsers(stack.users, loop, "users")
+        self.datasets = SyncDatasets(stack.datasets, loop, "datasets")
         # closes the stack and stops the loop if this object is dropped or the interpreter exits unclosed
         self._finalizer = weakref.finalize(self, loop.shutdown, stack, CLOSE_TIMEOUT_SECONDS)
 
@@ -333,7 +336,7 @@ class SyncMemoryStack(_View):
 
     def close(self, *, timeout: float | None = CLOSE_TIMEOUT_SECONDS) -> None:
         """Close the stack (:meth:`MemoryStack.close`: background work gets ``timeout`` seconds), then stop its thread. Idempotent."""
-        refuse_inside_event_loop("close")
+        _refuse_inside_event_loop("close")
         self._finalizer.detach()
         self._loop.shutdown(self._target, timeout)
 
@@ -354,38 +357,14 @@ class SyncMemoryStack(_View):
         return self._target
 
     @property
-    def config(self) -> StackConfig:
-        return self._target.config
-
-    @property
     def state(self) -> "StackState":
         """``unopened``, ``open`` or ``closed`` (of the async stack)."""
         return self._target.state
 
     @property
-    def clock(self) -> "Clock":
-        return self._target.clock
-
-    @property
     def pending_background(self) -> int:
         """Background self-improvement runs not finished yet."""
         return self._target.pending_background
-
-    @property
-    def session(self) -> SyncSessionAPI:
-        return self._session
-
-    @property
-    def usage(self) -> SyncUsageAPI:
-        return self._usage
-
-    @property
-    def users(self) -> SyncUsers:
-        return self._users
-
-    @property
-    def datasets(self) -> SyncDatasets:
-        return self._datasets
 
     @property
     def frames(self) -> SyncFrames:
