@@ -28,6 +28,7 @@ from memlab.exceptions import (
     SessionQAEntryValidationError,
     StackStateError,
     StructuredOutputError,
+    SyncInEventLoopError,
     ValidationError,
 )
 
@@ -69,6 +70,8 @@ __all__ = [
     "StackConfig",
     "StackStateError",
     "StructuredOutputError",
+    "SyncInEventLoopError",
+    "SyncMemoryStack",
     "SystemRecallResponse",
     "User",
     "ValidationError",
@@ -82,6 +85,7 @@ __all__ = [
 
 _LAZY = {
     "MemoryStack": "memlab.stack",
+    "SyncMemoryStack": "memlab.sync",
     "StackConfig": "memlab.config",
     "DataRecord": "memlab.models",
     "Dataset": "memlab.models",

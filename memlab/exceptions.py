@@ -21,6 +21,7 @@ errors (sqlite3, redis, asyncpg, ...) are wrapped, never raised bare::
     │   └── DistillationCallsFailedError     curator / writer calls of a session distillation failed (``result``: the partial run)
     ├── EmbeddingError(RuntimeError)         an embedder could not load, verify or call its model
     └── StackStateError(RuntimeError)        a MemoryStack used before open() or after close()
+        └── SyncInEventLoopError             a SyncMemoryStack called inside a running event loop (await the async API there)
 
 Every library error is defined here and only here; other modules re-export them.
 
@@ -58,6 +59,7 @@ __all__ = [
     "SessionQAEntryValidationError",
     "StackStateError",
     "StructuredOutputError",
+    "SyncInEventLoopError",
     "ValidationError",
 ]
 
@@ -115,6 +117,14 @@ class SessionLockTimeout(BackendError):
 
 class StackStateError(MemlabError, RuntimeError):
     """A :class:`~memlab.MemoryStack` was used outside its open/close lifecycle."""
+
+
+class SyncInEventLoopError(StackStateError):
+    """A :class:`~memlab.SyncMemoryStack` method was called inside a running event loop, which it would block.
+
+    In async code (an ``async def``, a Jupyter cell) ``await`` the same method of a
+    :class:`~memlab.MemoryStack` instead.
+    """
 
 
 class MigrationError(CacheConnectionError):

@@ -247,3 +247,19 @@ def test_the_mode_table_of_a_run_where_every_mode_failed_is_the_headings_alone()
 
     lines = format_mode_table(pandas.DataFrame({"analysis.search_mode": []})).splitlines()
     assert len(lines) == 2 and lines[0].startswith("mode") and set(lines[1]) <= {"-", " "}
+
+
+def test_demo_without_matplotlib_writes_the_report_without_charts(demo_env, capsys, monkeypatch):
+    """The core install has no matplotlib (it comes with memlab[widgets]): the demo still runs and says what it left out."""
+    import importlib.util
+
+    from memlab.demo._modes import NO_CHARTS
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "matplotlib" else real(name, *args))
+    assert main(["demo", "--turns", "4", "--documents", "3", "--latency-ms", "0", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert NO_CHARTS in out
+    report = Path(next(line for line in out.splitlines() if line.startswith("report: ")).removeprefix("report: "))
+    text = report.read_text()
+    assert "<img" not in text and "memlab[widgets]" in text and "latency_p50_ms" in text

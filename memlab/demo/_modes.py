@@ -13,6 +13,7 @@ same table a notebook gets, printed, and an HTML report with the charts of
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from collections.abc import Callable
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 
 DEMO_MODES = ("concurrent", "sequential", "off")
 MODE_COLUMN = "analysis.search_mode"
+#: printed and noted in the report when matplotlib is missing (the report then has the tables only)
+NO_CHARTS = "charts left out: matplotlib is not installed (pip install 'memlab[widgets]' draws them)"
 
 #: (column heading, metric, decimals) of the printed table
 _TABLE = (
@@ -164,7 +167,7 @@ async def run_mode_demo(
     """Run the three modes on ``config`` (its LLM latency set to ``spec.latency_ms``), report through ``out``.
 
     Prints the comparison table and a few sentences reading it, writes the HTML report
-    (the table, the charts, every metric) to ``report_dir`` (default: ``<data_root>/reports``)
+    (the table, the charts when matplotlib is installed, every metric) to ``report_dir`` (default: ``<data_root>/reports``)
     as ``modes-<UTC time>.html`` and prints its path. A mode that fails is listed with
     its error; the others are still compared.
     """
@@ -202,8 +205,12 @@ async def run_mode_demo(
              "p50 / p95: wall-clock of the answered turns. hit rate: question and follow-up turns whose merged retrieval "
              "lane held an element of the gold document. guidance written: guidance entries in the session afterwards."]
     images = []
-    if not summary.empty:
+    if not summary.empty and importlib.util.find_spec("matplotlib") is not None:
         images.append(("latency, tokens and hit rate per mode", figure_data_uri(comparison_figure(frame, series=MODE_COLUMN))))
+    elif not summary.empty:  # the core install: the charts come with memlab[widgets]
+        out("")
+        out(NO_CHARTS)
+        notes.append(NO_CHARTS)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     directory = Path(report_dir) if report_dir is not None else base.data_root / "reports"
     report = write_report(
