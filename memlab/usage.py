@@ -187,13 +187,23 @@ class UsageAPI:
         1..1000; ``offset`` 0..2**31-1. ``has_more`` is ``offset + len(items) < total``.
         """
         _check_listing(status, order_by, descending, limit, offset)
-        return await self._list_as(
-            await self._users.resolve(user), status=status, order_by=order_by, descending=descending, limit=limit, offset=offset
-        )
+        return await self._page(await self._users.resolve(user), status, order_by, descending, limit, offset)
 
-    async def _list_as(self, caller: User, *, status: str | None, order_by: str, descending: bool, limit: int, offset: int) -> SessionPage:
-        """:meth:`list_sessions` for ``caller``, a user this stack has just read from the store (see :meth:`_stats_as`)."""
+    async def list_sessions_for(
+        self, caller: User, *, status: str | None = None, order_by: str = "last_activity_at", descending: bool = True, limit: int = 50, offset: int = 0
+    ) -> SessionPage:
+        """:meth:`list_sessions` for ``caller``, a :class:`~memlab.models.User` this stack has just read from its store.
+
+        For servers that authenticate a request first (``stack.users.user_for_api_key``
+        reads the key's user and its parent, all the visibility rule uses): the caller is
+        not read again. A hand-built ``User`` is trusted as it is: pass ``user=`` to
+        :meth:`list_sessions` instead. The same holds for :meth:`get_for`,
+        :meth:`stats_for` and :meth:`cost_by_model_for`.
+        """
         _check_listing(status, order_by, descending, limit, offset)
+        return await self._page(caller, status, order_by, descending, limit, offset)
+
+    async def _page(self, caller: User, status: str | None, order_by: str, descending: bool, limit: int, offset: int) -> SessionPage:
         items, total = await self._store.usage.page(
             caller, status=status, order_by=order_by, descending=descending, limit=limit, offset=offset, cutoff=self._cutoff()
         )
@@ -206,10 +216,10 @@ class UsageAPI:
         caller's own comes first, then the most recently active.
         """
         check_id("session_id", session_id)
-        return await self._get_as(await self._users.resolve(user), session_id)
+        return await self._store.usage.get(await self._users.resolve(user), session_id, self._cutoff())
 
-    async def _get_as(self, caller: User, session_id: str) -> SessionUsage | None:
-        """:meth:`get` for ``caller``, a user this stack has just read from the store (see :meth:`_stats_as`)."""
+    async def get_for(self, caller: User, session_id: str) -> SessionUsage | None:
+        """:meth:`get` for a ``caller`` this stack has just read from its store (see :meth:`list_sessions_for`)."""
         check_id("session_id", session_id)
         return await self._store.usage.get(caller, session_id, self._cutoff())
 
@@ -219,17 +229,14 @@ class UsageAPI:
 
     async def stats(self, range: str = "30d", user: Any = None) -> UsageStats:
         """Totals over the visible sessions active in ``range`` (``24h`` | ``7d`` | ``30d`` | ``all``)."""
-        self._since(range)  # a bad range fails before the user is looked up
-        return await self._stats_as(await self._users.resolve(user), range)
+        since = self._since(range)  # a bad range fails before the user is looked up
+        return await self._stats(await self._users.resolve(user), range, since)
 
-    async def _stats_as(self, caller: User, range: str) -> UsageStats:
-        """:meth:`stats` for ``caller``, a user this stack has just read from the store, so not read again.
+    async def stats_for(self, caller: User, range: str = "30d") -> UsageStats:
+        """:meth:`stats` for a ``caller`` this stack has just read from its store (see :meth:`list_sessions_for`)."""
+        return await self._stats(caller, range, self._since(range))
 
-        The HTTP API's callers: ``stack.users.user_for_api_key`` read the key's user (and
-        its parent, which the visibility rule uses) in the same request, which is what
-        :meth:`Users.resolve` would read once more. Every other argument is checked here.
-        """
-        since = self._since(range)
+    async def _stats(self, caller: User, range: str, since: str) -> UsageStats:
         row = await self._store.usage.stats(caller, since, self._cutoff())
         sessions, tokens_in, tokens_out, cost, unpriced_in, unpriced_out, embedding, embedding_cost, unpriced_embedding, errors, *by_status = row
         return UsageStats(
@@ -249,12 +256,14 @@ class UsageAPI:
 
     async def cost_by_model(self, range: str = "30d", user: Any = None) -> list[ModelCost]:
         """One row per (model, kind) over the visible sessions active in ``range``; ``cost_usd`` None when none of its calls was priced."""
-        self._since(range)  # a bad range fails before the user is looked up
-        return await self._cost_by_model_as(await self._users.resolve(user), range)
+        since = self._since(range)  # a bad range fails before the user is looked up
+        return await self._costs(await self._users.resolve(user), since)
 
-    async def _cost_by_model_as(self, caller: User, range: str) -> list[ModelCost]:
-        """:meth:`cost_by_model` for ``caller``, a user this stack has just read from the store (see :meth:`_stats_as`)."""
-        since = self._since(range)
+    async def cost_by_model_for(self, caller: User, range: str = "30d") -> list[ModelCost]:
+        """:meth:`cost_by_model` for a ``caller`` this stack has just read from its store (see :meth:`list_sessions_for`)."""
+        return await self._costs(caller, self._since(range))
+
+    async def _costs(self, caller: User, since: str) -> list[ModelCost]:
         rows = await self._store.usage.cost_by_model(caller, since, self._cutoff())
         return [
             ModelCost(

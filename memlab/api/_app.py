@@ -137,7 +137,7 @@ def create_app(stack: MemoryStack) -> FastAPI:
     )
     app.state.stack = stack
     # the routes' caller is the user _caller has just read from the store (with its parent), so usage reads it no
-    # more (the *_as methods), and each answer is the model's own JSON, the response_model declaring its schema:
+    # more (the *_for methods), and each answer is the model's own JSON, the response_model declaring its schema:
     # FastAPI would validate the returned model again (rebuilding every row) before serialising the same JSON
     usage = stack.usage
     app.add_exception_handler(ValidationError, _validation_error)
@@ -161,19 +161,19 @@ def create_app(stack: MemoryStack) -> FastAPI:
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     ) -> Response:
         """One page of the sessions visible to the caller (its own, its agents', those of datasets it may read)."""
-        page = await usage._list_as(caller, status=status, order_by=order_by, descending=descending, limit=limit, offset=offset)
+        page = await usage.list_sessions_for(caller, status=status, order_by=order_by, descending=descending, limit=limit, offset=offset)
         return _json(page.model_dump_json())
 
     # before /{session_id}: these two paths are not session ids
     @app.get("/api/v1/sessions/stats", response_model=UsageStats, responses=_AUTH_ERRORS, tags=["sessions"])
     async def stats(caller: Caller, range_: RangeQuery = "30d") -> Response:
         """Totals over the visible sessions active in the range."""
-        return _json((await usage._stats_as(caller, range_)).model_dump_json())
+        return _json((await usage.stats_for(caller, range_)).model_dump_json())
 
     @app.get("/api/v1/sessions/cost-by-model", response_model=list[ModelCost], responses=_AUTH_ERRORS, tags=["sessions"])
     async def cost_by_model(caller: Caller, range_: RangeQuery = "30d") -> Response:
         """Usage and cost per (model, kind) over the visible sessions active in the range."""
-        return _json(_MODEL_COSTS.dump_json(await usage._cost_by_model_as(caller, range_)))
+        return _json(_MODEL_COSTS.dump_json(await usage.cost_by_model_for(caller, range_)))
 
     @app.get(
         "/api/v1/sessions/{session_id:path}",
@@ -183,7 +183,7 @@ def create_app(stack: MemoryStack) -> FastAPI:
     )
     async def get_session(caller: Caller, session_id: str) -> Response:
         """One visible session with its per-model usage; 404 when it is unknown or not visible (one answer for both)."""
-        found = await usage._get_as(caller, session_id)
+        found = await usage.get_for(caller, session_id)
         if found is None:
             raise HTTPException(status_code=404, detail=_NOT_FOUND)
         return _json(found.model_dump_json())

@@ -276,16 +276,12 @@ def app_for(config: Any) -> FastAPI:
     """The ceiling app on the metadata database of the stack ``config`` (a ``StackConfig``) describes, with its abandon window."""
     from memlab.stack import MemoryStack
 
-    stack = MemoryStack.from_config(config)  # never opened: read for its database and its abandon window
-    relational = stack._relational
-    url = relational.url
+    stack = MemoryStack.from_config(config)  # never opened: read for its abandon window
+    url = config.db_url  # the metadata database, as the stack builds it: MEMLAB_DB_URL, else {data_root}/memlab.db
     if url is not None and resolve_url(url)[0] == "postgresql":
         db: Any = _Postgres(resolve_url(url)[1])
     else:
-        path = Path(resolve_url(url)[1].database or "") if url is not None else relational.path
-        if path is None:
-            raise ValueError("the stack's metadata store has neither a URL nor a file")
-        db = _SQLite(path)
+        db = _SQLite(Path(resolve_url(url)[1].database or "") if url is not None else Path(config.data_root) / "memlab.db")
     return create_ceiling_app(db, stack.usage.idle_limit_seconds)
 
 

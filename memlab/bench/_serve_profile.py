@@ -7,7 +7,7 @@ request; the parts are timed by wrapping, for the length of the profile only, th
 functions that do them:
 
 * memlab: the key lookup (``Users.user_for_api_key``), the read (``UsageAPI``'s
-  ``_list_as`` / ``_get_as`` / ``_stats_as`` / ``_cost_by_model_as``: the SQL and the
+  ``list_sessions_for`` / ``get_for`` / ``stats_for`` / ``cost_by_model_for``: the SQL and the
   models built from its rows), of which the rows made ``SessionUsage`` / ``ModelUsage``
   models (validated, the priced-total rule applied), and the JSON (``model_dump_json``,
   ``TypeAdapter.dump_json``); FastAPI's part (routing, query parameters, the dependency,
@@ -111,7 +111,7 @@ def _memlab_targets() -> list[tuple[Any, str, str, bool]]:
     from memlab.users import Users
 
     usage_rows = importlib.import_module(UsageRepository.__module__)  # its row -> model converters
-    names = ("_list_as", "_get_as", "_stats_as", "_cost_by_model_as")
+    names = ("list_sessions_for", "get_for", "stats_for", "cost_by_model_for")
     if not all(hasattr(UsageAPI, name) for name in names):  # a memlab whose API called the public reads (each resolving the user again)
         names = ("list_sessions", "get", "stats", "cost_by_model")
     reads = [(UsageAPI, name, "read", True) for name in names]
