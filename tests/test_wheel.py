@@ -98,10 +98,10 @@ def test_build_makes_an_sdist_and_a_wheel_with_every_package_file(dist) -> None:
     assert {"LICENSE", "README.md", "pyproject.toml", "PKG-INFO"} <= members
 
 
-def _closure(requirements: list[str]) -> list[importlib.metadata.Distribution]:
-    """The distributions of this venv that ``requirements`` (Requires-Dist lines, no extra) pull in, transitively."""
+def _closure(requirements: list[str], extras: tuple[str, ...] = ()) -> list[importlib.metadata.Distribution]:
+    """The distributions of this venv that ``requirements`` (Requires-Dist lines, with ``extras``) pull in, transitively."""
     found: dict[str, importlib.metadata.Distribution] = {}
-    pending = [(Requirement(line), "") for line in requirements]
+    pending = [(Requirement(line), extra) for line in requirements for extra in ("", *extras)]
     while pending:
         requirement, extra = pending.pop()
         if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
@@ -115,12 +115,12 @@ def _closure(requirements: list[str]) -> list[importlib.metadata.Distribution]:
     return list(found.values())
 
 
-def _dependencies_view(target: Path, wheel: Path) -> Path:
-    """A directory of links to the site-packages entries of the wheel's dependencies (transitively), nothing else."""
+def _dependencies_view(target: Path, wheel: Path, extras: tuple[str, ...] = ()) -> Path:
+    """A directory of links to the site-packages entries of the wheel's dependencies with ``extras`` (transitively), nothing else."""
     info = next(name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".dist-info/METADATA"))
     metadata = email.parser.Parser().parsestr(zipfile.ZipFile(wheel).read(info).decode())
     target.mkdir()
-    for dist in _closure(metadata.get_all("Requires-Dist") or []):
+    for dist in _closure(metadata.get_all("Requires-Dist") or [], extras):
         site = Path(str(dist.locate_file(""))).resolve()
         tops = {Path(str(file)).parts[0] for file in dist.files or () if not str(file).startswith("..")}
         for top in sorted(tops):
@@ -130,21 +130,26 @@ def _dependencies_view(target: Path, wheel: Path) -> Path:
     return target
 
 
-@pytest.fixture(scope="module")
-def venv(dist, tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
-    """(venv directory, environment for its commands, a working directory outside the repository)."""
-    base = tmp_path_factory.mktemp("fresh")
+def _fresh_venv(dist: Path, base: Path, extras: tuple[str, ...] = ()) -> tuple[Path, dict[str, str], Path]:
+    """A venv under ``base`` with ``memlab[extras]`` from the wheel alone: (venv, environment, a working directory)."""
     home = base / "venv"
     _run([sys.executable, "-m", "venv", home], cwd=base)
     python = home / "bin" / "python"
     site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=base).stdout.strip())
-    (site / "_memlab_test_dependencies.pth").write_text(f"{_dependencies_view(base / 'dependencies', _wheel(dist))}\n")
+    (site / "_memlab_test_dependencies.pth").write_text(f"{_dependencies_view(base / 'dependencies', _wheel(dist), extras)}\n")
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"} and not k.startswith("MEMLAB_")}
     env.update(OFFLINE, PATH=f"{home / 'bin'}{os.pathsep}{env.get('PATH', '')}", PYTHONNOUSERSITE="1", MEMLAB_DATA_ROOT=str(base / "data"))
-    _run([python, "-m", "pip", "install", "--no-index", "--disable-pip-version-check", "-q", _wheel(dist)], cwd=base, env=env)
+    wanted = f"{_wheel(dist)}[{','.join(extras)}]" if extras else str(_wheel(dist))
+    _run([python, "-m", "pip", "install", "--no-index", "--disable-pip-version-check", "-q", wanted], cwd=base, env=env)
     work = base / "work"
     work.mkdir()
     return home, env, work
+
+
+@pytest.fixture(scope="module")
+def venv(dist, tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
+    """The core install: (venv directory, environment for its commands, a working directory outside the repository)."""
+    return _fresh_venv(dist, tmp_path_factory.mktemp("fresh"))
 
 
 #: modules that only extras or the dev tools bring (redis, api, widgets, frames, dev): none may be importable
@@ -218,3 +223,97 @@ def test_the_readme_extras_table_matches_pyproject() -> None:
         assert listed == named, f"README row for {extra!r}: {sorted(listed)}, pyproject: {sorted(named)}"
         if any(req.name == "memlab" for req in parsed):
             assert "all of the above" in installs, f"{extra!r} includes other extras: its README row says so"
+
+
+#: the adapters' extras: a fresh venv with ``memlab[langchain,langgraph,mcp]`` from the wheel and nothing else
+FRAMEWORK_EXTRAS = ("langchain", "langgraph", "mcp")
+
+_FRAMEWORKS_PROBE = """
+import asyncio, json, sys
+
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.messages import HumanMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables.history import RunnableWithMessageHistory
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.runtime import Runtime
+from mcp import Client, StdioServerParameters
+
+from memlab import MemoryStack, StackConfig
+from memlab.integrations.langchain import MemlabChatMessageHistory, MemlabRetriever
+from memlab.integrations.langgraph import MemlabStore
+
+
+def graph(model):
+    async def remember(state: MessagesState, runtime: Runtime) -> dict:
+        text = state["messages"][-1].content
+        if text.startswith("remember: "):
+            await runtime.store.aput(("memories",), "fact", {"text": text.removeprefix("remember: ")})
+        return {}
+
+    async def respond(state: MessagesState, runtime: Runtime) -> dict:
+        found = await runtime.store.asearch(("memories",), query=state["messages"][-1].content, limit=1)
+        return {"messages": [await model.ainvoke(state["messages"])], "found": [item.value["text"] for item in found]}
+
+    class State(MessagesState):
+        found: list
+
+    builder = StateGraph(State)
+    builder.add_node("remember", remember)
+    builder.add_node("respond", respond)
+    builder.add_edge(START, "remember")
+    builder.add_edge("remember", "respond")
+    builder.add_edge("respond", END)
+    return builder
+
+
+async def main() -> dict:
+    out = {}
+    async with MemoryStack.from_config(StackConfig(data_root="lab")) as stack:  # the default stack: MiniLM, offline LLM
+        prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("history"), ("human", "{question}")])
+        chain = RunnableWithMessageHistory(
+            prompt | FakeListChatModel(responses=["Alice owns billing."]),
+            lambda session_id: MemlabChatMessageHistory(stack, session_id),
+            input_messages_key="question", history_messages_key="history",
+        )
+        await chain.ainvoke({"question": "Who owns billing?"}, config={"configurable": {"session_id": "lc"}})
+        out["langchain_turns"] = [[turn.question, turn.answer] for turn in await stack.session.get_session("lc")]
+        documents = await MemlabRetriever(stack=stack, session_id="lc", query_type=None).ainvoke("Who owns billing?")
+        out["langchain_recalled"] = [document.page_content for document in documents]
+
+        store = MemlabStore(stack, index={"fields": ["text"]})
+        compiled = graph(FakeListChatModel(responses=["Noted."])).compile(store=store)
+        await compiled.ainvoke({"messages": [HumanMessage("remember: Ann drinks green tea")], "found": []})
+        state = await compiled.ainvoke({"messages": [HumanMessage("Which beverage does Ann like?")], "found": []})
+        out["langgraph_found"] = state["found"]
+
+    server = StdioServerParameters(command=sys.executable, args=["-m", "memlab", "mcp"], env=dict(__import__("os").environ))
+    async with Client(server, read_timeout_seconds=120) as client:
+        stored = await client.call_tool("remember", {"text": "Bob runs the deploys.", "session_id": "mcp", "self_improvement": False})
+        recalled = await client.call_tool("recall", {"query": "Who runs the deploys?", "session_id": "mcp"})
+        out["mcp"] = [stored.is_error, recalled.is_error, recalled.structured_content["result"][0]["answer"]]
+    return out
+
+
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+@pytest.fixture(scope="module")
+def framework_venv(dist, tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
+    """A fresh venv with ``memlab[langchain,langgraph,mcp]``: the wheel and those extras' dependencies only."""
+    return _fresh_venv(dist, tmp_path_factory.mktemp("frameworks"), FRAMEWORK_EXTRAS)
+
+
+@pytest.mark.slow
+def test_langchain_langgraph_and_an_mcp_client_remember_and_recall_from_the_wheel(framework_venv) -> None:
+    home, env, work = framework_venv
+    python = home / "bin" / "python"
+    where = _run([python, "-c", "import memlab, langgraph, mcp, importlib.util; print(memlab.__file__); print(importlib.util.find_spec('fastapi'))"], cwd=work, env=env)
+    memlab_file, fastapi_spec = where.stdout.split()
+    assert Path(memlab_file).resolve().is_relative_to(home.resolve()) and fastapi_spec == "None"
+    probe = json.loads(_run([python, "-c", _FRAMEWORKS_PROBE], cwd=work, env=env, timeout=300).stdout.strip().splitlines()[-1])
+    assert probe["langchain_turns"] == [["Who owns billing?", "Alice owns billing."]]
+    assert "Alice owns billing." in " ".join(probe["langchain_recalled"])
+    assert probe["langgraph_found"] == ["Ann drinks green tea"]
+    assert probe["mcp"] == [False, False, "Bob runs the deploys."]
