@@ -278,7 +278,7 @@ async def run_bench_quality(
     synthetic_run = bench.name.startswith("synthetic")
     comparisons = paired_comparisons(questions, ks, resamples=spec.resamples, seed=spec.bootstrap_seed)
     targets = _targets(rows, synthetic_run, comparisons)
-    details = {**dataclasses.asdict(spec), "ks": list(ks), "retrievers": list(spec.retrievers), "benchmark": bench.name}
+    details = {**dataclasses.asdict(spec), "ks": list(ks), "retrievers": list(spec.retrievers), "benchmark": bench.name, "turns": bench.turns}
     return {"rows": rows, "questions": questions, "comparisons": comparisons, "scale": scale, "targets": targets, "spec": details}
 
 
@@ -411,8 +411,9 @@ def format_quality_table(result: dict[str, Any]) -> str:
     )
     parts.append(
         f"{spec['benchmark']}" + (f", first {spec['limit']} questions" if spec["limit"] else "") + f"; embedder {spec['embedder']} "
-        "(vector, hybrid); sqlite cache; one memlab session per conversation, one memlab turn per user/assistant exchange. "
-        "sR/tR@k: share of gold sessions / turns in the top k turns; hit@k: a gold turn in the top k; MRR: first gold turn, "
+        "(vector, hybrid); sqlite cache; one memlab session per conversation, one memlab turn per "
+        + ("message. " if spec.get("turns") == "message" else "user/assistant exchange. ")
+        + "sR/tR@k: share of gold sessions / turns in the top k turns; hit@k: a gold turn in the top k; MRR: first gold turn, "
         "0 past the top max k; means over answerable questions. abst. empty: abstention questions with no result. "
         + intervals
         + "p50/p95: SessionManager.search end to end, after one warm-up search per conversation; cold: open + first write + "

@@ -12,12 +12,13 @@ The haystack
 ------------
 Each :class:`~memlab.bench.conversations.Conversation` becomes ONE memlab session,
 ``quality:<conversation id>``, holding all its sessions' turns in chronological order,
-written with ``SessionManager.add_qa``. One memlab turn per **exchange**: a user turn
-and the assistant turn right after it become one ``add_qa(question=user text,
-answer=assistant text)``, the unit memlab's session lane stores and returns (and
-LongMemEval's retrieval "round"). A user turn not followed by an assistant turn is a
-memlab turn with answer ``""``; an assistant turn not preceded by a user turn is one
-with question ``""``. Session dates are not written (the cache stamps the write time),
+written with ``SessionManager.add_qa``. By default (``Benchmark.turns == "exchange"``)
+one memlab turn per **exchange**: a user turn and the assistant turn right after it
+become one ``add_qa(question=user text, answer=assistant text)``, the unit memlab's
+session lane stores and returns (and LongMemEval's retrieval "round"). A user turn not
+followed by an assistant turn is a memlab turn with answer ``""``; an assistant turn not
+preceded by a user turn is one with question ``""``. With ``turns == "message"`` every
+message is a memlab turn of its own by that same rule (no pairing). Session dates are not written (the cache stamps the write time),
 so temporal questions are retrieved on their content alone. Every memlab ``qa_id``
 maps to a :class:`HaystackTurn`: the benchmark session id and the benchmark turn ids
 it holds.
@@ -69,6 +70,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from memlab._stats import percentile
+from memlab.bench._conversation_model import TurnUnit, check_turn_unit
 from memlab.bench.conversations import Benchmark, Conversation, Question
 from memlab.bench.errors import BenchmarkError
 from memlab.exceptions import ValidationError
@@ -126,16 +128,22 @@ class HaystackTurn:
     turn_ids: tuple[str, ...]
 
 
-def haystack_turns(conversation: Conversation) -> list[HaystackTurn]:
-    """The conversation's turns as memlab turns, chronological: user + following assistant turn paired (module docstring)."""
+def haystack_turns(conversation: Conversation, turns: TurnUnit = "exchange") -> list[HaystackTurn]:
+    """The conversation's messages as memlab turns, chronological (module docstring).
+
+    ``turns="exchange"``: a user message and the assistant message right after it paired;
+    ``"message"``: every message a turn of its own (user text as the question, assistant
+    text as the answer).
+    """
+    pair = check_turn_unit(turns) == "exchange"
     found: list[HaystackTurn] = []
     for session in conversation.sessions:
-        turns = session.turns
+        messages = session.turns
         i = 0
-        while i < len(turns):
-            turn = turns[i]
+        while i < len(messages):
+            turn = messages[i]
             if turn.role == "user":
-                reply = turns[i + 1] if i + 1 < len(turns) and turns[i + 1].role == "assistant" else None
+                reply = messages[i + 1] if pair and i + 1 < len(messages) and messages[i + 1].role == "assistant" else None
                 if reply is not None:
                     found.append(HaystackTurn(turn.text, reply.text, session.session_id, (turn.turn_id, reply.turn_id)))
                     i += 2
@@ -267,7 +275,7 @@ async def evaluate(
     for number, (conversation, questions) in enumerate(selected, start=1):
         session = f"quality:{conversation.conversation_id}"
         haystack: dict[str, HaystackTurn] = {}
-        for turn in haystack_turns(conversation):
+        for turn in haystack_turns(conversation, benchmark.turns):
             began = time.perf_counter()
             qa_id = await _write(manager, user_id, session, turn.question, turn.answer)
             run.write_s += time.perf_counter() - began

@@ -212,6 +212,42 @@ def _locomo(tmp_path):
     return path
 
 
+@pytest.mark.parametrize("kind", ["longmemeval", "locomo"])
+async def test_message_turns_write_one_memlab_turn_per_message_and_keep_the_gold_evidence(kind, tmp_path):
+    from memlab.bench.conversations import load_locomo, load_longmemeval
+
+    path = _longmemeval(tmp_path) if kind == "longmemeval" else _locomo(tmp_path)
+    load = load_longmemeval if kind == "longmemeval" else load_locomo
+    runs = {}
+    for unit in ("exchange", "message"):
+        bench = load(path, turns=unit)
+        conversation = bench.conversations[0]
+        held = [turn_id for turn in haystack_turns(conversation, unit) for turn_id in turn.turn_ids]
+        assert held == [turn.turn_id for turn in conversation.turns()]  # every message exactly once, in order
+        runs[unit] = await evaluate(scratch_manager(KeywordSessionRetriever()), bench, ks=(1, 5))
+    messages = sum(len(list(c.turns())) for c in load(path).conversations)
+    assert runs["message"].turns == messages > runs["exchange"].turns
+    by_unit = {unit: {row["question_id"]: row for row in run.questions} for unit, run in runs.items()}
+    if kind == "longmemeval":
+        # gold a1:1 ("I live in Lisbon.") and a2:0 ("We moved to Porto, I live there now."), whose exchange holds a2:1 too
+        exchange, message = by_unit["exchange"]["q-ku"], by_unit["message"]["q-ku"]
+        assert (exchange["turn_recall_at_1"], exchange["turn_recall_at_5"], exchange["returned"]) == (0.5, 1.0, 2)
+        assert (message["turn_recall_at_1"], message["turn_recall_at_5"], message["returned"]) == (0.5, 1.0, 2)
+        assert exchange["session_recall_at_5"] == message["session_recall_at_5"] == 1.0
+    else:
+        for unit in ("exchange", "message"):
+            rows = by_unit[unit]
+            assert rows["conv-1:q1"]["first_gold_rank"] == 1 and rows["conv-1:q0"]["first_gold_rank"] == 1, unit  # D1:3, D2:1
+    written = haystack_turns(load(path).conversations[0], "message")
+    if kind == "longmemeval":
+        assert written[-1] == HaystackTurn("", "Nice!", "a2", ("a2:1",))  # an assistant message: the answer side
+        assert written[-2] == HaystackTurn("We moved to Porto, I live there now.", "", "a2", ("a2:0",))
+    else:
+        assert written[1] == HaystackTurn("", "Melanie: That's great!", "session_1", ("D1:2",))  # speaker_b: the assistant side
+    with pytest.raises(ValidationError, match="turns must be"):
+        haystack_turns(load(path).conversations[0], "round")  # type: ignore[arg-type]
+
+
 def test_cli_runs_the_synthetic_benchmark_and_writes_json(tmp_path, capsys):
     out = tmp_path / "quality.json"
     argv = ["bench", "quality", "--dataset", "synthetic:3", "--retrievers", "keyword,bm25", "--limit", "12", "--k", "5,10"]
