@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from memlab.graph import PermanentMemory
     from memlab.models import SessionQAEntry
     from memlab.session import SessionAPI, SessionManager
+    from memlab.session.rerankers import SessionReranker
     from memlab.session.retrievers import SessionRetriever
     from memlab.usage import UsageAPI
 
@@ -336,7 +337,9 @@ class QualityRun(Protocol):
 class QualityEvaluator(Protocol):
     """The evaluation behind :meth:`Frames.quality`: ``retriever`` over ``benchmark`` on scratch stores."""
 
-    def __call__(self, retriever: "SessionRetriever[Any]", benchmark: Any, *, ks: Sequence[int], limit: int | None) -> Awaitable[QualityRun]: ...
+    def __call__(
+        self, retriever: "SessionRetriever[Any]", benchmark: Any, *, ks: Sequence[int], limit: int | None, reranker: "SessionReranker | None"
+    ) -> Awaitable[QualityRun]: ...
 
 
 _quality_evaluator: QualityEvaluator | None = None
@@ -619,7 +622,7 @@ class Frames:
         resamples: int = DEFAULT_RESAMPLES,
         seed: int = 0,
     ) -> "pandas.DataFrame":
-        """The session-retriever benchmark (:mod:`memlab.bench.quality_eval`) for this stack's configured retriever.
+        """The session-retriever benchmark (:mod:`memlab.bench.quality_eval`) for this stack's configured retriever and reranker.
 
         One row per category of ``benchmark`` (a :class:`memlab.bench.conversations.Benchmark`)
         and an overall row (``category == "all"``): session / turn recall@k and hit@k for each
@@ -627,18 +630,20 @@ class Frames:
         ``questions=True``: one row per question. Every averaged metric ``m`` comes with
         its 95% percentile-bootstrap interval over the row's questions, ``m_lo`` /
         ``m_hi`` (:mod:`memlab.stats`; ``resamples`` draws seeded by ``seed``, the same
-        numbers on every run; ``resamples=0``: no intervals, the bounds NA). ``limit``: the first ``limit`` questions
-        only. Runs on a scratch in-memory session cache with the stack's retriever (and
-        embedder): the stack's own stores are not touched. Columns typed (``Float64`` /
-        ``Int64`` nullable, ``string``): ``frame_columns("quality", k=k)``; ``embedder`` is the
-        retriever's embedder (NA for ``keyword`` / ``bm25``, which embed nothing).
+        numbers on every run; ``resamples=0``: no intervals, the bounds NA). ``limit``: the
+        first ``limit`` questions only. Runs on a scratch in-memory session cache with the
+        stack's retriever (and embedder) and reranker: the stack's own stores are not
+        touched. Columns typed (``Float64`` / ``Int64`` nullable, ``string``):
+        ``frame_columns("quality", k=k)``; ``retriever`` names the ranking (``bm25``, or
+        ``bm25+mmr`` with the ``mmr`` reranker); ``embedder`` is the retriever's embedder
+        (NA for ``keyword`` / ``bm25``, which embed nothing).
 
         The evaluation is :func:`memlab.bench.quality_eval.evaluate_retriever`, reached
         through :func:`register_quality_evaluator`; this method only frames its result.
         """
         if _quality_evaluator is None:
             raise ConfigError("no quality evaluation is registered: import memlab.bench (which builds the benchmarks) first")
-        run = await _quality_evaluator(self._manager.retriever, benchmark, ks=k, limit=limit)
+        run = await _quality_evaluator(self._manager.retriever, benchmark, ks=k, limit=limit, reranker=self._manager.reranker)
         return quality_frame(run.questions if questions else run.summary_rows(resamples=resamples, seed=seed), run.ks, questions=questions)
 
     async def recall(self, query_text: str, query_type: Any = None, **kwargs: Any) -> "pandas.DataFrame":

@@ -9,7 +9,15 @@ exchange), every question searched once; per category and overall: session recal
 turn recall@k, hit@k, MRR, the abstention questions' no-result rate, steady-state
 p50/p95 search latency, cold start, first search per conversation and ingest cost per
 turn (definitions: :mod:`memlab.bench.quality_eval`). ``cold_start_s`` here includes the
-stack's ``open()``.
+stack's ``open()``. A name ``bm25+mmr`` runs the retriever with a session reranker
+(``SessionConfig(retriever="bm25", reranker="mmr")``, :mod:`memlab.session.rerankers`).
+
+Statistics (:mod:`memlab.stats`): every averaged metric carries its 95% percentile-bootstrap
+interval over the questions (``resamples``, default 2000, seeded by ``bootstrap_seed``;
+``--resamples 0``: none), and every pair of retrievers is compared on the questions both
+were asked (:func:`~memlab.bench.quality_eval.paired_comparisons`: the difference, its paired
+bootstrap interval, a two-sided p: exact McNemar for hit@k and the no-result rate, the paired
+bootstrap otherwise), one line per pair saying which is better on session recall@5.
 
 Datasets (``--dataset``): ``synthetic`` / ``synthetic:SEED``
 (:func:`memlab.bench.conversations.synthetic`, 600 questions), ``longmemeval:PATH``,
@@ -121,12 +129,27 @@ def load_dataset(text: str) -> Benchmark:
     raise UsageError(f"--dataset takes synthetic[:SEED], longmemeval:PATH or locomo:PATH, got {text!r}")
 
 
-def _check(spec: QualityBenchSpec) -> tuple[int, ...]:
-    from memlab.config import SESSION_RETRIEVERS
+def _session(name: str) -> Any:
+    """The session section of a ``--retrievers`` name: ``bm25``, or ``bm25+mmr`` (the retriever, then a reranker)."""
+    from memlab.config import SessionConfig
 
-    unknown = [name for name in spec.retrievers if name not in SESSION_RETRIEVERS]
+    retriever, _, reranker = name.partition("+")
+    return SessionConfig(retriever=retriever, reranker=reranker or "none")
+
+
+def _check(spec: QualityBenchSpec) -> tuple[int, ...]:
+    from memlab.config import SESSION_RERANKERS, SESSION_RETRIEVERS
+
+    def known(name: str) -> bool:
+        retriever, plus, reranker = name.partition("+")
+        return retriever in SESSION_RETRIEVERS and (not plus or (reranker in SESSION_RERANKERS and reranker != "none"))
+
+    unknown = [name for name in spec.retrievers if not known(name)]
     if unknown or not spec.retrievers:
-        raise UsageError(f"--retrievers takes {', '.join(SESSION_RETRIEVERS)}; got {', '.join(map(repr, unknown)) or 'none'}")
+        raise UsageError(
+            f"--retrievers takes {', '.join(SESSION_RETRIEVERS)}, each optionally +{'/+'.join(sorted(set(SESSION_RERANKERS) - {'none'}))} "
+            f"(a reranker); got {', '.join(map(repr, unknown)) or 'none'}"
+        )
     try:
         check_resamples(spec.resamples)
     except ValidationError as exc:
@@ -138,10 +161,8 @@ def _check(spec: QualityBenchSpec) -> tuple[int, ...]:
 
 
 async def _evaluate_retriever(benchmark: Benchmark, name: str, spec: QualityBenchSpec, root: Path, say: Callable[[str], None]) -> Evaluation:
-    from memlab.config import SessionConfig
-
     began = time.perf_counter()
-    stack = _table.stack(root, spec.embedder, session=SessionConfig(retriever=name))
+    stack = _table.stack(root, spec.embedder, session=_session(name))
     await stack.open()
     try:
         opened = time.perf_counter() - began
@@ -169,12 +190,10 @@ def scale_haystack(turns: int, seed: int = 0) -> tuple[list[tuple[str, str]], li
 
 
 async def _scale_row(name: str, spec: QualityBenchSpec, root: Path, say: Callable[[str], None]) -> dict[str, Any]:
-    from memlab.config import SessionConfig
-
     exchanges, questions = scale_haystack(spec.scale)
     asked = (questions * (spec.scale_queries // len(questions) + 1))[: spec.scale_queries]
     user, session = BENCH_USER, "quality:scale"
-    async with _table.stack(root, spec.embedder, session=SessionConfig(retriever=name)) as stack:
+    async with _table.stack(root, spec.embedder, session=_session(name)) as stack:
         manager = stack.session_manager
         say(f"scale: {name}: write {len(exchanges):,} turns to one session")
         began = time.perf_counter()

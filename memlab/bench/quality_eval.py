@@ -83,6 +83,7 @@ from memlab.stats import DEFAULT_RESAMPLES, bootstrap_interval, format_p, paired
 
 if TYPE_CHECKING:
     from memlab.session import SessionManager
+    from memlab.session.rerankers import SessionReranker
     from memlab.session.retrievers import SessionRetriever
 
 __all__ = [
@@ -99,6 +100,7 @@ __all__ = [
     "evaluate",
     "evaluate_retriever",
     "haystack_turns",
+    "lane_name",
     "metric_label",
     "metric_names",
     "paired_comparisons",
@@ -199,27 +201,32 @@ class Evaluation:
         return summary_rows(self, resamples=resamples, seed=seed)
 
 
-def scratch_manager(retriever: "SessionRetriever[Any]") -> "SessionManager":
-    """A :class:`~memlab.session.SessionManager` over a fresh in-memory cache ranking with ``retriever``.
+def scratch_manager(retriever: "SessionRetriever[Any]", reranker: "SessionReranker | None" = None) -> "SessionManager":
+    """A :class:`~memlab.session.SessionManager` over a fresh in-memory cache ranking with ``retriever`` (then ``reranker``).
 
-    What ``stack.frames.quality`` runs on: the stack's retriever (and so its embedder),
-    none of its stores.
+    What ``stack.frames.quality`` runs on: the stack's retriever (and so its embedder)
+    and reranker, none of its stores.
     """
     from memlab.cache import MemoryCache
     from memlab.session import SessionManager
 
-    return SessionManager(MemoryCache(), retriever=retriever)
+    return SessionManager(MemoryCache(), retriever=retriever, reranker=reranker)
 
 
 async def evaluate_retriever(
-    retriever: "SessionRetriever[Any]", benchmark: Benchmark, *, ks: Sequence[int] = DEFAULT_KS, limit: int | None = None
+    retriever: "SessionRetriever[Any]",
+    benchmark: Benchmark,
+    *,
+    ks: Sequence[int] = DEFAULT_KS,
+    limit: int | None = None,
+    reranker: "SessionReranker | None" = None,
 ) -> Evaluation:
-    """``stack.frames.quality``'s evaluation: :func:`evaluate` with ``retriever`` on a :func:`scratch_manager`.
+    """``stack.frames.quality``'s evaluation: :func:`evaluate` with ``retriever`` (and ``reranker``) on a :func:`scratch_manager`.
 
     ``embedder`` is set to the retriever's embedder where it embeds (``vector``, or
     ``hybrid`` with its vector lane); None for ``keyword`` / ``bm25``.
     """
-    run = await evaluate(scratch_manager(retriever), benchmark, ks=ks, limit=limit)
+    run = await evaluate(scratch_manager(retriever, reranker), benchmark, ks=ks, limit=limit)
     if getattr(retriever, "needs_embedder", False):
         vector = getattr(retriever, "semantic", retriever)
         run.embedder = getattr(getattr(vector, "embedder", None), "name", None)
@@ -240,6 +247,12 @@ def _selected(benchmark: Benchmark, limit: int | None) -> list[tuple[Conversatio
             chosen.append((conversation, questions))
             left -= len(questions)
     return chosen
+
+
+def lane_name(manager: "SessionManager") -> str:
+    """What ranks ``manager``'s searches, as the ``retriever`` column names it: ``bm25``, or ``bm25+mmr`` with a reranker."""
+    reranker = manager.reranker
+    return manager.retriever.name if reranker is None else f"{manager.retriever.name}+{reranker.name}"
 
 
 async def _write(manager: "SessionManager", user: str, session: str, question: str, answer: str) -> str:
@@ -266,7 +279,7 @@ async def evaluate(
     """
     ks = check_ks(ks)
     say = progress or (lambda line: None)
-    run = Evaluation(retriever=manager.retriever.name, dataset=benchmark.name, ks=ks, categories=benchmark.categories())
+    run = Evaluation(retriever=lane_name(manager), dataset=benchmark.name, ks=ks, categories=benchmark.categories())
     selected = _selected(benchmark, limit)
     started = time.perf_counter()
     await _write(manager, user_id, "quality:cold-start", "memlab warm-up turn", "ok")
@@ -453,13 +466,13 @@ def paired_comparisons(
 
 
 def comparison_line(row: dict[str, Any]) -> str:
-    """One :func:`paired_comparisons` row as a sentence, the better retriever first when the difference is real.
+    """One :func:`paired_comparisons` row as a sentence, the retriever with the higher mean first.
 
     ``hybrid > bm25 on synthetic-seed0-600: session recall@5 +0.120 [+0.080, +0.160], p < 0.001 (paired bootstrap, 500 questions)``;
-    ``vector ~ hybrid on ...: ... (...; no difference at 95%)`` when ``p >= 0.05``.
+    ``hybrid ~ vector on ...: ... (...; no difference at 95%)`` when ``p >= 0.05``.
     """
     a, b, difference, lo, hi = row["a"], row["b"], row["difference"], row["difference_lo"], row["difference_hi"]
-    if row["verdict"] == "worse":
+    if difference < 0:
         a, b, difference, lo, hi = b, a, 0.0 - difference, 0.0 - hi, 0.0 - lo
     sign = "~" if row["verdict"] == "no difference" else ">"
     test = "exact McNemar" if row["test"] == "mcnemar" else "paired bootstrap"

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memlab.exceptions import ValidationError
-from memlab.experiments._checks import benchmark_size, optional_limit, session_retriever
+from memlab.experiments._checks import benchmark_size, optional_limit, session_reranker, session_retriever
 from memlab.experiments._workload import Workload, WorkloadResult
 from memlab.frames import quality_interval_columns
 from memlab.stats import DEFAULT_RESAMPLES
@@ -33,7 +33,8 @@ class ConversationalBenchmark(Workload):
     ``session.retriever`` names (and ``embedding.model`` for ``vector`` / ``hybrid``),
     built by :func:`memlab.config.build_session_retriever` as the stack builds it, or the
     cell's ``session_retriever`` object (a cell's ``embedder`` object serves a built
-    ``vector`` / ``hybrid`` one).
+    ``vector`` / ``hybrid`` one), reranked by ``session.reranker`` or the cell's
+    ``session_reranker`` object.
     ``cache="scratch"`` (default) writes the haystacks to a fresh in-memory cache
     (:func:`~memlab.bench.quality_eval.scratch_manager`, what ``stack.frames.quality``
     does); ``cache="stack"`` writes them through the session manager of an open stack of
@@ -116,7 +117,7 @@ class ConversationalBenchmark(Workload):
         given = dict(objects or {})
         benchmark = synthetic(seed, self.size)
         if self.cache == "scratch":
-            manager = scratch_manager(session_retriever(config, given))
+            manager = scratch_manager(session_retriever(config, given), session_reranker(config, given))
             run = await evaluate(manager, benchmark, ks=self.ks, limit=self.limit)
         else:
             from memlab.stack import MemoryStack

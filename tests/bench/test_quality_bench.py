@@ -288,14 +288,26 @@ def test_cli_runs_the_public_set_loaders(kind, tmp_path, capsys):
         ["--dataset", "longmemeval:"],
         ["--dataset", "locomo:/no/such/locomo10.json"],
         ["--retrievers", "keyword,nosuch"],
+        ["--retrievers", "keyword+nosuch"],
+        ["--retrievers", "keyword+none"],
         ["--k", "0"],
         ["--k", "five"],
     ],
-    ids=["unknown", "bad-seed", "no-path", "missing-file", "retriever", "k-zero", "k-word"],
+    ids=["unknown", "bad-seed", "no-path", "missing-file", "retriever", "reranker", "reranker-none", "k-zero", "k-word"],
 )
 def test_bad_values_exit_2(argv, capsys):
     assert main(["bench", "quality", *argv, "--scale", "0", "--limit", "1", "--quiet"]) == 2
     assert capsys.readouterr().err.startswith("memlab: error:")
+
+
+def test_cli_compares_a_retriever_with_and_without_a_reranker(capsys):
+    argv = ["bench", "quality", "--retrievers", "bm25,bm25+mmr", "--limit", "24", "--k", "5", "--scale", "0", "--resamples", "200"]
+    assert main([*argv, "--quiet", "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert [row["retriever"] for row in document["rows"] if row["category"] == "all"] == ["bm25", "bm25+mmr"]
+    assert {(row["a"], row["b"]) for row in document["comparisons"]} == {("bm25", "bm25+mmr")}
+    assert "bm25 vs bm25+mmr" in captured.err and "200 resamples" in captured.err
 
 
 def test_load_dataset_and_the_scale_haystack():
@@ -369,7 +381,7 @@ async def test_the_table_prints_intervals_and_the_paired_comparison_line():
     overall = next(row for row in result["rows"] if row["retriever"] == "keyword" and row["category"] == "all")
     assert f"{overall['mrr']:.3f} [{overall['mrr_lo']:.2f}, {overall['mrr_hi']:.2f}]" in table
     assert "paired (same questions)" in table and "keyword vs bm25" in table
-    assert any(line.startswith(("keyword ~ bm25 on hand-built: session recall@5", "keyword > bm25", "bm25 > keyword"))
+    assert any(line.startswith(("keyword ~ bm25 on hand-built: session recall@5", "bm25 ~ keyword on hand-built: session recall@5 +", "keyword > bm25", "bm25 > keyword"))
                for line in table.splitlines())
     frame = to_frame(result, comparisons=True)
     assert list(frame.columns) == list(COMPARISON_COLUMNS) and len(frame) == 5 and str(frame["p_value"].dtype) == "Float64"
