@@ -325,6 +325,13 @@ def _with_interval(row: dict[str, Any], key: str, digits: int = 3) -> str:
     return text if lo is None or hi is None else f"{text} [{lo:.2f}, {hi:.2f}]"
 
 
+def _verdict(row: dict[str, Any]) -> str:
+    """``hybrid+mmr better`` (the retriever whose mean is higher, at p < 0.05) or ``no difference``."""
+    if row["verdict"] == "no difference":
+        return "no difference"
+    return f"{row['a'] if row['verdict'] == 'better' else row['b']} better"
+
+
 def _headline_metric(ks: Sequence[int]) -> str:
     return f"session_recall_at_{TARGET_K if TARGET_K in ks else ks[0]}"
 
@@ -387,7 +394,7 @@ def format_quality_table(result: dict[str, Any]) -> str:
                 [
                     [f"{row['a']} vs {row['b']}", metric_label(row["metric"]), f"{row['a_mean']:.3f}", f"{row['b_mean']:.3f}",
                      f"{row['difference']:+.3f} [{row['difference_lo']:+.2f}, {row['difference_hi']:+.2f}]",
-                     format_p(row["p_value"]).removeprefix("p = ").removeprefix("p "), row["test"], row["n"], row["verdict"]]
+                     format_p(row["p_value"]).removeprefix("p = ").removeprefix("p "), row["test"], row["n"], _verdict(row)]
                     for row in comparisons
                 ],
                 right=(2, 3, 4, 5, 7),

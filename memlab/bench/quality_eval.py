@@ -18,8 +18,9 @@ become one ``add_qa(question=user text, answer=assistant text)``, the unit memla
 session lane stores and returns (and LongMemEval's retrieval "round"). A user turn not
 followed by an assistant turn is a memlab turn with answer ``""``; an assistant turn not
 preceded by a user turn is one with question ``""``. With ``turns == "message"`` every
-message is a memlab turn of its own by that same rule (no pairing). Session dates are not written (the cache stamps the write time),
-so temporal questions are retrieved on their content alone. Every memlab ``qa_id``
+message is a memlab turn of its own by that same rule (no pairing). Session dates are
+not written (the cache stamps the write time), so temporal questions are retrieved on
+their content alone. Every memlab ``qa_id``
 maps to a :class:`HaystackTurn`: the benchmark session id and the benchmark turn ids
 it holds.
 
