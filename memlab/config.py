@@ -150,7 +150,6 @@ SESSION_RETRIEVERS: dict[str, str] = {
 SESSION_RERANKERS: dict[str, str] = {
     "none": "",
     "mmr": "memlab.session.rerankers._mmr:MMRSessionReranker",
-    "recency": "memlab.session.rerankers._recency:RecencySessionReranker",
 }
 
 #: config name -> "module:Class" of each turn-analysis mode
@@ -297,9 +296,8 @@ class SessionConfig(_Section):
     cosine floor of ``vector`` and ``hybrid`` (a turn below it is no match).
 
     ``reranker`` (``SESSION_RERANKER``): what reorders the top of that ranking: ``none``
-    (the default), ``mmr`` (maximal marginal relevance) or ``recency`` (a prior for newer
-    turns), on the retriever's best ``rerank_top_n`` (``SESSION_RERANK_TOP_N``) turns
-    (see :mod:`memlab.session.rerankers`).
+    (the default) or ``mmr`` (maximal marginal relevance), on the retriever's best
+    ``rerank_top_n`` (``SESSION_RERANK_TOP_N``) turns (see :mod:`memlab.session.rerankers`).
     """
 
     abandon_after_seconds: float = Field(1800.0, gt=0.0, le=MAX_SECONDS, allow_inf_nan=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memlab.session.rerankers import MMRSessionReranker, RecencySessionReranker, SessionReranker
+from memlab.session.rerankers import MMRSessionReranker, SessionReranker
 from memlab.testing import SessionRerankerSuite, check
 
 
@@ -18,12 +18,6 @@ class TestMMRAllDiversity(SessionRerankerSuite):
     @pytest.fixture
     def session_reranker(self) -> SessionReranker:
         return MMRSessionReranker(diversity=1.0, top_n=3)
-
-
-class TestRecency(SessionRerankerSuite):
-    @pytest.fixture
-    def session_reranker(self) -> SessionReranker:
-        return RecencySessionReranker()
 
 
 class ShortestFirst(SessionReranker):

@@ -8,7 +8,7 @@ from memlab import ConfigError, MemoryStack, StackConfig, ValidationError
 from memlab.config import SESSION_RERANKERS, SessionConfig, build_session_reranker
 from memlab.models import SessionQAEntry
 from memlab.session import SessionManager
-from memlab.session.rerankers import MAX_TOP_N, MMRSessionReranker, RecencySessionReranker, SessionReranker, jaccard
+from memlab.session.rerankers import MAX_TOP_N, MMRSessionReranker, SessionReranker, jaccard
 from memlab.session.retrievers import BM25SessionRetriever
 from memlab.testing import fast_config
 
@@ -34,26 +34,10 @@ async def test_mmr_pushes_a_near_duplicate_below_a_new_turn():
     assert jaccard({"a", "b"}, {"b", "c"}) == pytest.approx(1 / 3) and jaccard(set(), set()) == 0.0
 
 
-async def test_recency_prefers_the_newer_of_two_close_turns():
-    hits = [
-        (_entry("old", "I live in Lisbon", time="2023-04-02T18:30:00"), 2.0),
-        (_entry("new", "I live in Porto now", time="2023-05-20T02:21:00"), 1.8),
-        (_entry("mid", "lunch", time="2023-05-01T10:00:00"), 0.5),
-    ]
-    # old: 0.8 * 1 + 0.2 * 0 = 0.8; new: 0.8 * 0.9 + 0.2 * 1 = 0.92; mid: 0.8 * 0.25 + 0.2 * 0.5 = 0.3
-    reranked = await RecencySessionReranker(weight=0.2).rerank("where do I live", hits, 3)
-    assert [(entry.qa_id, round(score, 6)) for entry, score in reranked] == [("new", 0.92), ("old", 0.8), ("mid", 0.3)]
-    alike = await RecencySessionReranker(weight=0.0).rerank("where do I live", hits, 3)
-    assert [entry.qa_id for entry, _ in alike] == ["old", "new", "mid"]
-
-
 def test_bad_parameters_are_refused():
     for bad in (-0.1, 1.5, True, "0.3"):
         with pytest.raises(ValidationError, match="diversity"):
             MMRSessionReranker(diversity=bad)  # type: ignore[arg-type]
-    for bad in (1.0, -1):
-        with pytest.raises(ValidationError, match="weight"):
-            RecencySessionReranker(weight=bad)
     for bad in (0, MAX_TOP_N + 1, 2.5, True):
         with pytest.raises(ValidationError, match="top_n"):
             MMRSessionReranker(top_n=bad)  # type: ignore[arg-type]
@@ -61,12 +45,11 @@ def test_bad_parameters_are_refused():
 
 
 def test_config_names_build_the_rerankers_and_none_builds_nothing(tmp_path, monkeypatch):
-    assert set(SESSION_RERANKERS) == {"none", "mmr", "recency"}
+    assert set(SESSION_RERANKERS) == {"none", "mmr"}
     assert build_session_reranker(StackConfig(data_root=tmp_path)) is None  # the default
     built = build_session_reranker(StackConfig(data_root=tmp_path, session=SessionConfig(reranker="mmr", rerank_top_n=7)))
     assert isinstance(built, MMRSessionReranker) and built.top_n == 7
-    assert isinstance(build_session_reranker(StackConfig(data_root=tmp_path, session=SessionConfig(reranker="recency"))), RecencySessionReranker)
-    with pytest.raises(ConfigError, match="unknown session reranker 'cross'; choose from mmr, none, recency"):
+    with pytest.raises(ConfigError, match="unknown session reranker 'cross'; choose from mmr, none"):
         SessionConfig(reranker="cross")
     monkeypatch.setenv("SESSION_RERANKER", "mmr")
     monkeypatch.setenv("SESSION_RERANK_TOP_N", "12")
@@ -128,11 +111,11 @@ def test_a_grid_varies_reranker_objects_and_refuses_them_beside_the_name():
     from memlab.experiments import ConversationalBenchmark, Grid
 
     workload = ConversationalBenchmark(size="tiny", limit=2)
-    grid = Grid(base=fast_config("unused"), vary={"session_reranker": [MMRSessionReranker(), RecencySessionReranker(weight=0.5)]},
+    grid = Grid(base=fast_config("unused"), vary={"session_reranker": [MMRSessionReranker(), MMRSessionReranker(diversity=0.2, top_n=10)]},
                 workload=workload)
     assert [cell.label() for cell in grid.cells] == [
-        "session_reranker=MMRSessionReranker(diversity=0.3, top_n=20)",
-        "session_reranker=RecencySessionReranker(weight=0.5, top_n=20)",
+        "session_reranker=MMRSessionReranker(diversity=0.5, top_n=20)",
+        "session_reranker=MMRSessionReranker(diversity=0.2, top_n=10)",
     ]
     with pytest.raises(ConfigError, match="both decide session.reranker"):
         Grid(base=fast_config("unused"), vary={"session_reranker": [MMRSessionReranker()], "session.reranker": ["none", "mmr"]},
