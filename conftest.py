@@ -9,6 +9,7 @@ pytest.register_assert_rewrite(
     "memlab.testing.embedder_suite",
     "memlab.testing.machines",
     "memlab.testing.policy_suites",
+    "memlab.testing.reranker_suite",
     "memlab.testing.retriever_suite",
     "memlab.testing.session_suite",
 )

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from memlab.embeddings import Embedder
     from memlab.llm import LLMClient
     from memlab.merge import MergePolicy
+    from memlab.session.rerankers import SessionReranker
     from memlab.session.retrievers import SessionRetriever
     from memlab.ttl import TTLPolicy
 
@@ -33,6 +34,7 @@ class Injected(TypedDict, total=False):
     cache: "CacheBackend | None"
     ttl: "TTLPolicy | None"
     session_retriever: "SessionRetriever[Any] | None"
+    session_reranker: "SessionReranker | None"
     analysis: "AnalysisMode | None"
     merge: "MergePolicy | None"
     llm: "LLMClient | None"
@@ -48,6 +50,7 @@ def families() -> dict[str, tuple[str, type, str]]:
     from memlab.embeddings import Embedder
     from memlab.llm import LLMClient
     from memlab.merge import MergePolicy
+    from memlab.session.rerankers import SessionReranker
     from memlab.session.retrievers import SessionRetriever
     from memlab.ttl import TTLPolicy
 
@@ -55,6 +58,7 @@ def families() -> dict[str, tuple[str, type, str]]:
         "cache": ("cache backend", CacheBackend, "memlab.cache.CacheBackend"),
         "ttl": ("TTL policy", TTLPolicy, "memlab.ttl.TTLPolicy"),
         "session_retriever": ("session retriever", SessionRetriever, "memlab.session.retrievers.SessionRetriever"),
+        "session_reranker": ("session reranker", SessionReranker, "memlab.session.rerankers.SessionReranker"),
         "analysis": ("analysis mode", AnalysisMode, "memlab.analysis.AnalysisMode"),
         "merge": ("merge policy", MergePolicy, "memlab.merge.MergePolicy"),
         "llm": ("LLM client", LLMClient, "memlab.llm.LLMClient"),

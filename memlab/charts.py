@@ -31,6 +31,7 @@ __all__ = [
     "failed_cells",
     "figure_data_uri",
     "figure_png",
+    "interval_metrics",
     "phase_timeline_figure",
     "require_matplotlib",
     "vary_columns",
@@ -184,6 +185,45 @@ def _numeric(values: Sequence[Any]) -> list[float] | None:
         return None
 
 
+def interval_metrics(metric: str) -> tuple[str, str]:
+    """The metrics holding the bounds of ``metric``'s interval in a result frame: ``(<metric>_lo, <metric>_hi)``."""
+    return f"{metric}_lo", f"{metric}_hi"
+
+
+def _whiskers(frame: "pandas.DataFrame", by: Sequence[str]) -> tuple["pandas.DataFrame", "pandas.DataFrame", "pandas.DataFrame"]:
+    """Per group of ``by``: the median of every metric, and the whiskers' low and high ends (NA: no whisker).
+
+    A metric with interval metrics (:func:`interval_metrics`, e.g. a workload's bootstrap
+    interval over questions) whiskers from the median over seeds of its ``_lo`` to that of
+    its ``_hi``; otherwise, where the group has more than one ok seed, from the minimum to the
+    maximum over them; otherwise (one seed, no interval) it has none.
+    """
+    import pandas as pd
+
+    median, low, high = _grouped(frame, by, ["median", "min", "max"])
+    seeds = _seed_counts(frame, by, len(median))
+    for metric in [column for column in median.columns if column not in by]:
+        lo, hi = interval_metrics(metric)
+        if lo in median.columns and hi in median.columns:
+            low[metric], high[metric] = median[lo], median[hi]
+        else:
+            spread = pd.Series([count > 1 for count in seeds], index=median.index)
+            low[metric] = low[metric].where(spread, pd.NA)
+            high[metric] = high[metric].where(spread, pd.NA)
+    return median, low, high
+
+
+def _seed_counts(frame: "pandas.DataFrame", by: Sequence[str], groups: int) -> list[int]:
+    """The number of distinct seeds among each group's ok rows (the groups of :func:`_grouped`, in its order)."""
+    ok = _ok_rows(frame)
+    if "seed" not in ok.columns:
+        return [1] * groups
+    if not by:
+        return [int(ok["seed"].nunique())] * groups
+    counts = ok.groupby(list(by), sort=False, dropna=False)["seed"].nunique()
+    return [int(count) for count in counts.tolist()]
+
+
 def comparison_figure(
     frame: "pandas.DataFrame",
     *,
@@ -195,10 +235,14 @@ def comparison_figure(
 
     Panels, left to right, follow ``metrics``; ``latency_p50_ms`` and ``latency_p95_ms``
     share one panel (p50 solid / plain, p95 dashed / hatched). ``x`` None: grouped bars,
-    one group per series value, whiskers from the min to the max over seeds. ``x`` a
-    column: one line per series value over the sorted ``x`` values (numeric when they
-    all are). A metric the frame lacks gets a panel saying "no data". Raises
-    ``ValidationError`` for an unknown column.
+    one group per series value. ``x`` a column: one line per series value over the
+    sorted ``x`` values (numeric when they all are). Error bars only where there is a
+    spread to show: a metric's interval when the frame has one (``<metric>_lo`` /
+    ``<metric>_hi`` metrics, such as :class:`memlab.experiments.ConversationalBenchmark`'s
+    bootstrap intervals; medians over seeds), else the min to the max over a group's ok
+    seeds when it has more than one; with one seed and no interval, none. A metric the
+    frame lacks gets a panel saying "no data". Raises ``ValidationError`` for an unknown
+    column.
     """
     if x is not None and x == series:
         raise ValidationError(f"series and x are the same column {series!r}")
@@ -207,7 +251,7 @@ def comparison_figure(
     panels = _panels(list(metrics))
     if not panels:
         raise ValidationError("comparison_figure needs at least one metric")
-    median, low, high = _grouped(frame, by, ["median", "min", "max"])
+    median, low, high = _whiskers(frame, by)
     units = _units(frame)
     fig = _new_figure(max(4.0, 4.0 * len(panels)), 3.4)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
@@ -224,9 +268,9 @@ def comparison_figure(
         if x is None:
             _bars(ax, median, low, high, series, series_values, present, panel, colors)
         else:
-            _lines(ax, median, series, x, series_values, present, panel, colors)
+            _lines(ax, median, low, high, series, x, series_values, present, panel, colors)
         ax.grid(axis="y", alpha=0.3)
-        values = [float(v) for metric in present for v in high[metric] if not _missing(v)]
+        values = [float(v) for metric in present for v in (*high[metric], *median[metric]) if not _missing(v)]
         if values and min(values) >= 0:  # counts, times, ratios: start the axis at zero
             top = max(values)
             ax.set_ylim(0, 1.05 if units.get(panel[0]) == "ratio" and top <= 1 else None)
@@ -247,6 +291,7 @@ def _bars(ax: Any, median: Any, low: Any, high: Any, series: str, values: list[A
             if _missing(mid):
                 continue
             lo, hi = low.loc[low[series] == value, metric].iloc[0], high.loc[high[series] == value, metric].iloc[0]
+            whisker = None if _missing(lo) or _missing(hi) else [[float(mid) - float(lo)], [float(hi) - float(mid)]]
             ax.bar(
                 position + offset,
                 float(mid),
@@ -254,8 +299,8 @@ def _bars(ax: Any, median: Any, low: Any, high: Any, series: str, values: list[A
                 color=colors[value],
                 alpha=1.0 if slot == 0 else 0.55,
                 hatch=None if slot == 0 else "//",
-                yerr=[[float(mid) - float(lo)], [float(hi) - float(mid)]],
-                capsize=3,
+                yerr=whisker,
+                capsize=3 if whisker else 0,
             )
     ax.set_xticks(range(len(values)), [str(value) for value in values])
     ax.set_xlabel(series)
@@ -269,7 +314,8 @@ def _bars(ax: Any, median: Any, low: Any, high: Any, series: str, values: list[A
         ax.legend(handles=keys, fontsize="small")
 
 
-def _lines(ax: Any, median: Any, series: str, x: str, values: list[Any], present: list[str], panel: tuple[str, ...], colors: dict[Any, str]) -> None:
+def _lines(ax: Any, median: Any, low: Any, high: Any, series: str, x: str, values: list[Any], present: list[str], panel: tuple[str, ...],
+           colors: dict[Any, str]) -> None:
     xs_all = list(dict.fromkeys(median[x].tolist()))
     numeric = _numeric(xs_all)
     if numeric is not None:
@@ -281,9 +327,12 @@ def _lines(ax: Any, median: Any, series: str, x: str, values: list[Any], present
     styles = ("-", "--", ":", "-.")
     for slot, metric in enumerate(present):
         for value in values:
-            rows = median[median[series] == value]
-            points = [(position[xv], float(yv)) for xv, yv in zip(rows[x], rows[metric]) if not _missing(yv)]
-            points.sort()
+            chosen = median[series] == value
+            rows, lows, highs = median[chosen], low[chosen], high[chosen]
+            points = sorted(
+                ((position[xv], float(yv), lo, hi) for xv, yv, lo, hi in zip(rows[x], rows[metric], lows[metric], highs[metric]) if not _missing(yv)),
+                key=lambda point: point[0],
+            )
             if not points:
                 continue
             label = str(value) if len(present) == 1 else f"{value} {_series_label(metric, panel)}"
@@ -295,6 +344,16 @@ def _lines(ax: Any, median: Any, series: str, x: str, values: list[Any], present
                 color=colors[value],
                 label=label,
             )
+            spread = [(px, py, float(lo), float(hi)) for px, py, lo, hi in points if not _missing(lo) and not _missing(hi)]
+            if spread:
+                ax.errorbar(
+                    [p[0] for p in spread],
+                    [p[1] for p in spread],
+                    yerr=[[p[1] - p[2] for p in spread], [p[3] - p[1] for p in spread]],
+                    fmt="none",
+                    ecolor=colors[value],
+                    capsize=3,
+                )
     if numeric is None:
         ax.set_xticks(range(len(order)), [str(value) for value in order])
     ax.set_xlabel(x)

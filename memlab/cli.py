@@ -257,7 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Each conversation of the benchmark written as one memlab session (one turn per user/assistant "
         "exchange) on a fresh stack per session retriever, every question searched once: session recall@k, turn "
         "recall@k, hit@k, MRR per category and overall (abstention questions apart: their no-result rate), p50/p95 "
-        "search latency, cold start, ingest per turn; then search p50/p95 on one --scale-turn session. "
+        "search latency, cold start, ingest per turn, each metric with its 95% bootstrap interval over questions, and "
+        "every pair of retrievers compared on the same questions (difference, interval, p); then search p50/p95 on one "
+        "--scale-turn session. "
         "Targets judged: best session recall@5 >= 0.90 and >= 0.15 over keyword (synthetic), bm25 p50 <= 2 ms and "
         "hybrid p50 <= 25 ms on 10,000 turns.",
     )
@@ -270,6 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
     quality.add_argument("--embedder", default="memlab/minilm", help="EMBEDDING_MODEL of vector/hybrid (default: memlab/minilm)")
     quality.add_argument("--scale", type=_int_at_least(0), default=10_000, help="turns of the one-session latency run; 0 skips (default: 10000)")
     quality.add_argument("--scale-queries", type=_positive_int, default=200, help="timed searches in the scale run (default: 200)")
+    quality.add_argument(
+        "--resamples", type=_int_at_least(0), default=None,
+        help="bootstrap resamples of every 95%% interval and paired comparison; 0: none (default: 2000)",
+    )
 
     serve_bench = benches.add_parser(
         "serve",
@@ -550,6 +556,7 @@ def _bench_quality(args: argparse.Namespace) -> int:
         embedder=args.embedder,
         scale=args.scale,
         scale_queries=args.scale_queries,
+        **({} if args.resamples is None else {"resamples": args.resamples}),
     )
     result = asyncio.run(run_bench_quality(spec, progress=_progress(args)))
     _print_table(args, format_quality_table(result))

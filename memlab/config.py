@@ -15,7 +15,8 @@ seeds' variables with their defaults (names are case-insensitive)::
     MEMLAB_EXTRACTION_CONCURRENCY=8
     RECALL_WARMUP_SHORTCIRCUIT=true  RECALL_WARMUP_THRESHOLD=1  RECALL_WARMUP_CACHE_TTL=60  SKILL_GATE_ENABLED=true
     MEMLAB_MERGE_POLICY=dual_lane  MEMLAB_ANALYSIS_TIMEOUT_SECONDS=30  IMPROVE_DISTILL_MAX_BATCHES_PER_RUN=10
-    SESSION_RETRIEVER=keyword  DEFAULT_FEEDBACK_INFLUENCE=0  MEMLAB_FEEDBACK_ALPHA=0.1
+    SESSION_RETRIEVER=keyword  SESSION_RERANKER=none  SESSION_RERANK_TOP_N=20
+    DEFAULT_FEEDBACK_INFLUENCE=0  MEMLAB_FEEDBACK_ALPHA=0.1
     DB_PROVIDER= DB_HOST= DB_PORT= DB_USERNAME= DB_PASSWORD= DB_NAME=   (postgres cache without CACHE_DB_URL)
 
 Empty values mean "unset" (the default). Flags accept true/false, 1/0, yes/no,
@@ -80,6 +81,7 @@ __all__ = [
     "MERGE_POLICIES",
     "MergeConfig",
     "RecallConfig",
+    "SESSION_RERANKERS",
     "SESSION_RETRIEVERS",
     "SessionConfig",
     "StackConfig",
@@ -90,6 +92,7 @@ __all__ = [
     "build_embedder",
     "build_llm_client",
     "build_merge_policy",
+    "build_session_reranker",
     "build_session_retriever",
     "build_ttl_policy",
     "sql_cache_url",
@@ -141,6 +144,12 @@ SESSION_RETRIEVERS: dict[str, str] = {
     "bm25": "memlab.session.retrievers._bm25:BM25SessionRetriever",
     "vector": "memlab.session.retrievers._vector:VectorSessionRetriever",
     "hybrid": "memlab.session.retrievers._hybrid:HybridSessionRetriever",
+}
+
+#: config name -> "module:Class" of each session reranker ("none": no reranking, the default)
+SESSION_RERANKERS: dict[str, str] = {
+    "none": "",
+    "mmr": "memlab.session.rerankers._mmr:MMRSessionReranker",
 }
 
 #: config name -> "module:Class" of each turn-analysis mode
@@ -285,6 +294,10 @@ class SessionConfig(_Section):
     session's turns: ``keyword`` (cognee's rule), ``bm25``, ``vector`` or
     ``hybrid`` (see :mod:`memlab.session.retrievers`). ``min_similarity``: the
     cosine floor of ``vector`` and ``hybrid`` (a turn below it is no match).
+
+    ``reranker`` (``SESSION_RERANKER``): what reorders the top of that ranking: ``none``
+    (the default) or ``mmr`` (maximal marginal relevance), on the retriever's best
+    ``rerank_top_n`` (``SESSION_RERANK_TOP_N``) turns (see :mod:`memlab.session.rerankers`).
     """
 
     abandon_after_seconds: float = Field(1800.0, gt=0.0, le=MAX_SECONDS, allow_inf_nan=False)
@@ -294,6 +307,8 @@ class SessionConfig(_Section):
     track_usage: bool = True
     retriever: str = "keyword"
     min_similarity: float = Field(0.3, gt=0.0, le=1.0, allow_inf_nan=False)
+    reranker: str = "none"
+    rerank_top_n: int = Field(20, ge=1, le=10_000)
     #: the learning rate of feedback weights: a rated turn moves each element it used by this share
     #: of the way to its rating (``MEMLAB_FEEDBACK_ALPHA``; upstream's 0.1)
     feedback_alpha: float = Field(0.1, gt=0.0, le=1.0, allow_inf_nan=False)
@@ -302,6 +317,11 @@ class SessionConfig(_Section):
     @classmethod
     def _known_retriever(cls, value: str) -> str:
         return _choice("session retriever", value, SESSION_RETRIEVERS)
+
+    @field_validator("reranker")
+    @classmethod
+    def _known_reranker(cls, value: str) -> str:
+        return _choice("session reranker", value, SESSION_RERANKERS)
 
 
 class AnalysisConfig(_Section):
@@ -672,6 +692,8 @@ _ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "SESSION_ABANDON_AFTER_SECONDS": ("session.abandon_after_seconds", _fail_open(_text)),
     "IMPROVE_DISTILL_MAX_BATCHES_PER_RUN": ("session.distill_max_batches_per_run", _number),
     "SESSION_RETRIEVER": ("session.retriever", _name),
+    "SESSION_RERANKER": ("session.reranker", _name),
+    "SESSION_RERANK_TOP_N": ("session.rerank_top_n", _number),
     "SESSION_SEARCH_MODE": ("analysis.search_mode", _name),
     "AUTO_FEEDBACK": ("analysis.auto_feedback", _flag),
     "MEMLAB_ANALYSIS_TIMEOUT_SECONDS": ("analysis.timeout_seconds", _number),
@@ -861,6 +883,13 @@ def build_session_retriever(config: StackConfig, embedder: Any = None):
     (:func:`build_embedder`).
     """
     return _strategy("session retriever", SESSION_RETRIEVERS, config.session.retriever).from_config(config, embedder=embedder)
+
+
+def build_session_reranker(config: StackConfig):
+    """The session reranker ``session.reranker`` names, or None for ``none`` (see :mod:`memlab.session.rerankers`)."""
+    if config.session.reranker == "none":
+        return None
+    return _strategy("session reranker", SESSION_RERANKERS, config.session.reranker).from_config(config)
 
 
 def build_analysis_mode(config: StackConfig):

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pydantic
 
 from memlab.exceptions import ConfigError, ValidationError
+from memlab.stats import DEFAULT_RESAMPLES
 
 if TYPE_CHECKING:
     import pandas
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from memlab.graph import PermanentMemory
     from memlab.models import SessionQAEntry
     from memlab.session import SessionAPI, SessionManager
+    from memlab.session.rerankers import SessionReranker
     from memlab.session.retrievers import SessionRetriever
     from memlab.usage import UsageAPI
 
@@ -62,6 +64,7 @@ __all__ = [
     "frame_columns",
     "pandas_dtype",
     "quality_frame",
+    "quality_interval_columns",
     "quality_ks",
     "quality_metric_names",
     "quality_question_columns",
@@ -264,13 +267,31 @@ def quality_metric_names(ks: Sequence[int]) -> list[str]:
     )
 
 
+def quality_interval_columns(name: str) -> tuple[str, str]:
+    """The columns of the bounds of metric ``name``'s bootstrap interval: ``(<name>_lo, <name>_hi)``."""
+    return f"{name}_lo", f"{name}_hi"
+
+
 def quality_summary_columns(ks: Sequence[int] = QUALITY_KS) -> dict[str, str]:
-    """The columns of the ``quality`` frame (a category's or the overall row) and their pandas dtypes."""
+    """The columns of the ``quality`` frame (a category's or the overall row) and their pandas dtypes.
+
+    Each averaged metric (and ``no_result_rate``) is followed by the bounds of its
+    bootstrap interval (:func:`quality_interval_columns`); ``resamples`` is the number of
+    bootstrap resamples behind them (0: no intervals, the bounds NA).
+    """
+
+    def with_interval(name: str) -> dict[str, str]:
+        return dict.fromkeys((name, *quality_interval_columns(name)), "Float64")
+
+    metrics: dict[str, str] = {}
+    for name in quality_metric_names(ks):
+        metrics.update(with_interval(name))
     return {
         "kind": "string", "dataset": "string", "retriever": "string", "embedder": "string", "category": "string",
         "questions": "Int64", "answerable": "Int64",
-        **{name: "Float64" for name in quality_metric_names(ks)},
-        "abstention_questions": "Int64", "no_result_rate": "Float64", "p50_ms": "Float64", "p95_ms": "Float64",
+        **metrics,
+        "abstention_questions": "Int64", **with_interval("no_result_rate"), "resamples": "Int64",
+        "p50_ms": "Float64", "p95_ms": "Float64",
         "conversations": "Int64", "turns": "Int64", "cold_start_s": "Float64", "first_query_ms": "Float64",
         "write_ms_per_turn": "Float64", "ingest_ms_per_turn": "Float64",
     }
@@ -308,15 +329,17 @@ class QualityRun(Protocol):
     #: one row per question (columns :func:`quality_question_columns`)
     questions: list[dict[str, Any]]
 
-    def summary_rows(self) -> list[dict[str, Any]]:
-        """One row per category, then the overall row (columns :func:`quality_summary_columns`)."""
+    def summary_rows(self, *, resamples: int = ..., seed: int = ...) -> list[dict[str, Any]]:
+        """One row per category, then the overall row (columns :func:`quality_summary_columns`), intervals from ``resamples``."""
         ...
 
 
 class QualityEvaluator(Protocol):
     """The evaluation behind :meth:`Frames.quality`: ``retriever`` over ``benchmark`` on scratch stores."""
 
-    def __call__(self, retriever: "SessionRetriever[Any]", benchmark: Any, *, ks: Sequence[int], limit: int | None) -> Awaitable[QualityRun]: ...
+    def __call__(
+        self, retriever: "SessionRetriever[Any]", benchmark: Any, *, ks: Sequence[int], limit: int | None, reranker: "SessionReranker | None"
+    ) -> Awaitable[QualityRun]: ...
 
 
 _quality_evaluator: QualityEvaluator | None = None
@@ -590,26 +613,38 @@ class Frames:
         return _build(rows, GRAPH_NODE_TYPES)
 
     async def quality(
-        self, benchmark: Any, *, k: Sequence[int] = QUALITY_KS, limit: int | None = None, questions: bool = False
+        self,
+        benchmark: Any,
+        *,
+        k: Sequence[int] = QUALITY_KS,
+        limit: int | None = None,
+        questions: bool = False,
+        resamples: int = DEFAULT_RESAMPLES,
+        seed: int = 0,
     ) -> "pandas.DataFrame":
-        """The session-retriever benchmark (:mod:`memlab.bench.quality_eval`) for this stack's configured retriever.
+        """The session-retriever benchmark (:mod:`memlab.bench.quality_eval`) for this stack's configured retriever and reranker.
 
         One row per category of ``benchmark`` (a :class:`memlab.bench.conversations.Benchmark`)
         and an overall row (``category == "all"``): session / turn recall@k and hit@k for each
         ``k``, MRR, the abstention no-result rate, p50 / p95 search ms, ingest costs;
-        ``questions=True``: one row per question. ``limit``: the first ``limit`` questions
-        only. Runs on a scratch in-memory session cache with the stack's retriever (and
-        embedder): the stack's own stores are not touched. Columns typed (``Float64`` /
-        ``Int64`` nullable, ``string``): ``frame_columns("quality", k=k)``; ``embedder`` is the
-        retriever's embedder (NA for ``keyword`` / ``bm25``, which embed nothing).
+        ``questions=True``: one row per question. Every averaged metric ``m`` comes with
+        its 95% percentile-bootstrap interval over the row's questions, ``m_lo`` /
+        ``m_hi`` (:mod:`memlab.stats`; ``resamples`` draws seeded by ``seed``, the same
+        numbers on every run; ``resamples=0``: no intervals, the bounds NA). ``limit``: the
+        first ``limit`` questions only. Runs on a scratch in-memory session cache with the
+        stack's retriever (and embedder) and reranker: the stack's own stores are not
+        touched. Columns typed (``Float64`` / ``Int64`` nullable, ``string``):
+        ``frame_columns("quality", k=k)``; ``retriever`` names the ranking (``bm25``, or
+        ``bm25+mmr`` with the ``mmr`` reranker); ``embedder`` is the retriever's embedder
+        (NA for ``keyword`` / ``bm25``, which embed nothing).
 
         The evaluation is :func:`memlab.bench.quality_eval.evaluate_retriever`, reached
         through :func:`register_quality_evaluator`; this method only frames its result.
         """
         if _quality_evaluator is None:
             raise ConfigError("no quality evaluation is registered: import memlab.bench (which builds the benchmarks) first")
-        run = await _quality_evaluator(self._manager.retriever, benchmark, ks=k, limit=limit)
-        return quality_frame(run.questions if questions else run.summary_rows(), run.ks, questions=questions)
+        run = await _quality_evaluator(self._manager.retriever, benchmark, ks=k, limit=limit, reranker=self._manager.reranker)
+        return quality_frame(run.questions if questions else run.summary_rows(resamples=resamples, seed=seed), run.ks, questions=questions)
 
     async def recall(self, query_text: str, query_type: Any = None, **kwargs: Any) -> "pandas.DataFrame":
         """``stack.recall(...)`` as a DataFrame: one row per result, any source.

@@ -11,6 +11,7 @@ group; after ``pip install`` its name works where a built-in name does
 * ``memlab.ttl_policies`` (``MEMLAB_TTL_POLICY``): ``from_config(config)``
 * ``memlab.merge_policies`` (``MEMLAB_MERGE_POLICY``): ``from_config(config)``
 * ``memlab.session_retrievers`` (``SESSION_RETRIEVER``): ``from_config(config, embedder=)``
+* ``memlab.session_rerankers`` (``SESSION_RERANKER``): ``from_config(config)``
 * ``memlab.analysis_modes`` (``SESSION_SEARCH_MODE``): ``from_config(config)``
 * ``memlab.embedders`` (``EMBEDDING_MODEL``): ``from_config(config)``; memlab's own
   ``memlab/...`` names win, and a plugin's name wins over litellm's model strings
@@ -39,6 +40,7 @@ GROUPS: dict[str, str] = {
     "ttl policy": "memlab.ttl_policies",
     "merge policy": "memlab.merge_policies",
     "session retriever": "memlab.session_retrievers",
+    "session reranker": "memlab.session_rerankers",
     "session search mode": "memlab.analysis_modes",
     "embedder": "memlab.embedders",
 }

@@ -25,6 +25,7 @@ from memlab.config import (
     build_embedder,
     build_llm_client,
     build_merge_policy,
+    build_session_reranker,
     build_session_retriever,
 )
 from memlab.datasets import MAIN_DATASET, Datasets
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from memlab.graph import PermanentMemory, SnapshotStore
     from memlab.llm import LLMClient
     from memlab.merge import MergePolicy
+    from memlab.session.rerankers import SessionReranker
     from memlab.session.retrievers import SessionRetriever
     from memlab.ttl import TTLPolicy
 
@@ -82,6 +84,8 @@ class MemoryStack:
     * ``cache``: a :class:`memlab.cache.CacheBackend`, the session cache (``stack.cache``);
     * ``ttl``: a :class:`memlab.ttl.TTLPolicy`, for the cache the stack builds;
     * ``session_retriever``: a :class:`memlab.session.retrievers.SessionRetriever`, recall's session lane;
+    * ``session_reranker``: a :class:`memlab.session.rerankers.SessionReranker`, reorders the top of that
+      lane's ranking (a cross-encoder you bring; the config's ``session.reranker``, ``none`` by default, otherwise);
     * ``analysis``: a :class:`memlab.analysis.AnalysisMode`, how every ``search()`` turn runs;
     * ``merge``: a :class:`memlab.merge.MergePolicy`, how a dual-query turn merges its lanes;
     * ``llm``: a :class:`memlab.llm.LLMClient`, answers, analysis, extraction and distillation;
@@ -124,6 +128,7 @@ class MemoryStack:
         cache: "CacheBackend | None" = None,
         ttl: "TTLPolicy | None" = None,
         session_retriever: "SessionRetriever[Any] | None" = None,
+        session_reranker: "SessionReranker | None" = None,
         analysis: "AnalysisMode | None" = None,
         merge: "MergePolicy | None" = None,
         llm: "LLMClient | None" = None,
@@ -132,8 +137,8 @@ class MemoryStack:
         clock: Clock | None = None,
     ) -> None:
         check_types(
-            {"cache": cache, "ttl": ttl, "session_retriever": session_retriever, "analysis": analysis, "merge": merge, "llm": llm,
-             "embedder": embedder, "clock": clock}
+            {"cache": cache, "ttl": ttl, "session_retriever": session_retriever, "session_reranker": session_reranker, "analysis": analysis,
+             "merge": merge, "llm": llm, "embedder": embedder, "clock": clock}
         )
         registry = retriever_registry(retrievers)
         self.config = config
@@ -151,6 +156,7 @@ class MemoryStack:
             clock=self.clock,
             activity=self._relational.sessions.touch,
             retriever=session_retriever if session_retriever is not None else build_session_retriever(config, self.embedder),
+            reranker=session_reranker if session_reranker is not None else build_session_reranker(config),
         )
         self.users = Users(self._relational)
         self.datasets = Datasets(self._relational, self.users, lambda: self._forgetting)  # deletes go through the forget flow

@@ -290,7 +290,7 @@ class SyncMemoryStack(_View):
 
     Built like the async stack: ``SyncMemoryStack(config, **objects)``,
     :meth:`from_config` or :meth:`from_env`, with the same strategy keywords
-    (``cache``, ``ttl``, ``session_retriever``, ``analysis``, ``merge``, ``llm``,
+    (``cache``, ``ttl``, ``session_retriever``, ``session_reranker``, ``analysis``, ``merge``, ``llm``,
     ``embedder``, ``retrievers``, ``clock``; see :class:`~memlab.MemoryStack`).
     Use as ``with stack:`` or ``stack.open()`` / ``stack.close()``; ``stack.stack`` is
     the async stack it drives (await it only on that stack's own loop).

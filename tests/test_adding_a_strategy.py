@@ -77,7 +77,7 @@ def test_way_3_the_entry_point_recipe_is_the_one_the_plugin_test_installs():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text()
     plugins = (Path(__file__).resolve().parent / "test_plugins.py").read_text()
     assert '[project.entry-points."memlab.merge_policies"]' in doc and '[project.entry-points."memlab.merge_policies"]' in plugins
-    for group in ("cache_backends", "ttl_policies", "merge_policies", "session_retrievers", "analysis_modes", "embedders"):
+    for group in ("cache_backends", "ttl_policies", "merge_policies", "session_retrievers", "session_rerankers", "analysis_modes", "embedders"):
         assert f"memlab.{group}" in doc and f'"memlab.{group}"' in plugins
 
 

@@ -41,6 +41,9 @@ memory = "memlab_demo_plugin:Shadow"
 [project.entry-points."memlab.session_retrievers"]
 demoretriever = "memlab_demo_plugin:DemoRetriever"
 
+[project.entry-points."memlab.session_rerankers"]
+demoreranker = "memlab_demo_plugin:DemoReranker"
+
 [project.entry-points."memlab.merge_policies"]
 demomerge = "memlab_demo_plugin:DemoMerge"
 broken = "memlab_demo_broken:Nothing"
@@ -60,6 +63,7 @@ from memlab.analysis import SequentialMode
 from memlab.cache import MemoryCache
 from memlab.embeddings import HashingEmbedder
 from memlab.merge import RawOnlyMerge
+from memlab.session.rerankers import MMRSessionReranker
 from memlab.session.retrievers import KeywordSessionRetriever
 from memlab.ttl import SlidingTTL
 
@@ -74,6 +78,10 @@ class Shadow(MemoryCache):
 
 class DemoRetriever(KeywordSessionRetriever):
     name = "demoretriever"
+
+
+class DemoReranker(MMRSessionReranker):
+    name = "demoreranker"
 
 
 class DemoMerge(RawOnlyMerge):
@@ -143,6 +151,7 @@ TURN = """
                 "cache": type(stack.cache).__name__,
                 "ttl": type(stack.cache.ttl).__name__,
                 "retriever": type(stack.session_manager.retriever).__name__,
+                "reranker": type(stack.session_manager.reranker).__name__,
                 "merge": type(stack.merge).__name__,
                 "analysis": type(stack.analysis).__name__,
                 "embedder": type(stack.embedder).__name__,
@@ -171,6 +180,7 @@ def test_plugin_retriever_merge_mode_and_embedder_by_name(plugin_path, tmp_path)
         tmp_path,
         CACHE_BACKEND="memory",
         SESSION_RETRIEVER="demoretriever",
+        SESSION_RERANKER="demoreranker",
         MEMLAB_MERGE_POLICY="demomerge",
         SESSION_SEARCH_MODE="demomode",
         EMBEDDING_MODEL="demoembedder",
@@ -178,6 +188,7 @@ def test_plugin_retriever_merge_mode_and_embedder_by_name(plugin_path, tmp_path)
     # "memory" is also a plugin's name: the built-in wins
     assert seen["cache"] == "MemoryCache"
     assert (seen["retriever"], seen["merge"], seen["analysis"], seen["embedder"]) == ("DemoRetriever", "DemoMerge", "DemoMode", "DemoEmbedder")
+    assert seen["reranker"] == "DemoReranker"
     assert seen["answers"] == ["The capital of France is Paris."]
 
 
@@ -202,5 +213,5 @@ def test_the_unknown_name_error_and_help_list_installed_plugins_with_their_distr
     assert f"democache ({DIST})" in done.stderr and f"memory ({DIST})" in done.stderr
     shown = _run(plugin_path, "from memlab.cli import main; main(['--help'])", {}, tmp_path)
     assert "installed plugins:" in shown.stdout
-    for name in ("democache", "demoretriever", "demomerge", "broken", "demottl", "demomode", "demoembedder"):
+    for name in ("democache", "demoretriever", "demoreranker", "demomerge", "broken", "demottl", "demomode", "demoembedder"):
         assert f"{name} ({DIST})" in shown.stdout

@@ -10,14 +10,27 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from memlab.exceptions import ValidationError
 
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["CATEGORIES", "FRAME_COLUMNS", "Benchmark", "Conversation", "Question", "Role", "Session", "Turn", "parse_iso"]
+__all__ = [
+    "CATEGORIES",
+    "FRAME_COLUMNS",
+    "TURN_UNITS",
+    "Benchmark",
+    "Conversation",
+    "Question",
+    "Role",
+    "Session",
+    "Turn",
+    "TurnUnit",
+    "check_turn_unit",
+    "parse_iso",
+]
 
 #: the categories every source maps to, in report order (see :mod:`memlab.bench.conversations`)
 CATEGORIES = (
@@ -31,6 +44,16 @@ CATEGORIES = (
 
 Role = Literal["user", "assistant"]
 _ROLES = ("user", "assistant")
+#: what one memlab turn of a benchmark's haystack holds: a user/assistant exchange, or one message
+TurnUnit = Literal["exchange", "message"]
+TURN_UNITS: tuple[TurnUnit, ...] = ("exchange", "message")
+
+
+def check_turn_unit(value: object) -> TurnUnit:
+    """``value`` when it is ``"exchange"`` or ``"message"``; :class:`ValidationError` naming it otherwise."""
+    if value not in TURN_UNITS:
+        raise ValidationError(f"turns must be 'exchange' (one memlab turn per user/assistant exchange) or 'message' (one per message), got {value!r}")
+    return cast(TurnUnit, value)
 
 
 def _text(owner: str, name: str, value: object, *, empty: bool = True) -> None:
@@ -245,14 +268,26 @@ def _category_order(categories: Sequence[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Benchmark:
-    """A named set of conversations; ``len()`` is the number of questions (ids unique across it)."""
+    """A named set of conversations; ``len()`` is the number of questions (ids unique across it).
+
+    ``turns`` says how an evaluation writes each conversation as memlab turns:
+    ``"exchange"`` (the default) pairs a user message with the assistant message right
+    after it into one turn, ``"message"`` makes every message a turn of its own
+    (:func:`memlab.bench.quality_eval.haystack_turns`). The gold evidence is message ids
+    either way; a memlab turn holds the messages it was made of.
+    """
 
     name: str
     conversations: list[Conversation]
+    turns: TurnUnit = "exchange"
 
     def __post_init__(self) -> None:
         _text("benchmark", "name", self.name, empty=False)
         owner = f"benchmark {self.name!r}"
+        try:
+            check_turn_unit(self.turns)
+        except ValidationError as error:
+            raise ValidationError(f"{owner}: {error}") from None
         if not isinstance(self.conversations, list) or not all(isinstance(c, Conversation) for c in self.conversations):
             raise ValidationError(f"{owner}: conversations must be a list of Conversation")
         conversation_ids: set[str] = set()

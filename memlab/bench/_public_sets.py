@@ -24,6 +24,8 @@ from memlab.bench._conversation_model import (
     Role,
     Session,
     Turn,
+    TurnUnit,
+    check_turn_unit,
     parse_iso,
 )
 from memlab.exceptions import ValidationError
@@ -149,13 +151,17 @@ def _chronological(sessions: list[Session]) -> list[Session]:
 # -- LongMemEval ----------------------------------------------------------------------------------
 
 
-def load_longmemeval(path: str | os.PathLike[str]) -> Benchmark:
-    """A LongMemEval file (``longmemeval_s.json``, ``_m``, ``_oracle``) as a :class:`Benchmark` (see the module map)."""
+def load_longmemeval(path: str | os.PathLike[str], *, turns: TurnUnit = "exchange") -> Benchmark:
+    """A LongMemEval file (``longmemeval_s.json``, ``_m``, ``_oracle``) as a :class:`Benchmark` (see the module map).
+
+    ``turns`` (checked before the file is read): the benchmark's :attr:`Benchmark.turns`.
+    """
+    unit = check_turn_unit(turns)
     file, items = _read(path)
     where = _Where(file)
     conversations = [_longmemeval_item(where, index, item) for index, item in enumerate(items)]
     try:
-        return Benchmark(f"longmemeval:{file.name}", conversations)
+        return Benchmark(f"longmemeval:{file.name}", conversations, unit)
     except ValidationError as error:
         raise ValidationError(f"{file}: {error}") from error
 
@@ -248,13 +254,15 @@ def _longmemeval_turn(where: _Where, place: str, raw: Any, session_id: str, inde
 # -- LoCoMo ---------------------------------------------------------------------------------------
 
 
-def load_locomo(path: str | os.PathLike[str], *, strict: bool = True) -> Benchmark:
+def load_locomo(path: str | os.PathLike[str], *, strict: bool = True, turns: TurnUnit = "exchange") -> Benchmark:
     """A LoCoMo file (``locomo10.json``) as a :class:`Benchmark` (see the module map).
 
     With ``strict`` (the default) an evidence dialogue id that names no turn of its
     conversation raises :class:`ValidationError`; with ``strict=False`` such ids are
-    dropped and one ``UserWarning`` counts them.
+    dropped and one ``UserWarning`` counts them. ``turns`` (checked before the file is
+    read): the benchmark's :attr:`Benchmark.turns`.
     """
+    unit = check_turn_unit(turns)
     file, samples = _read(path)
     where = _Where(file)
     dropped: list[str] = []
@@ -267,7 +275,7 @@ def load_locomo(path: str | os.PathLike[str], *, strict: bool = True) -> Benchma
             stacklevel=3,
         )
     try:
-        return Benchmark(f"locomo:{file.name}", conversations)
+        return Benchmark(f"locomo:{file.name}", conversations, unit)
     except ValidationError as error:
         raise ValidationError(f"{file}: {error}") from error
 

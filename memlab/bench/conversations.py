@@ -90,6 +90,23 @@ the evidence turns. A turn is ``has_answer`` when it is evidence for some questi
 With ``strict=True`` (default) an evidence id naming no turn raises; ``strict=False``
 drops it with one warning. LoCoMo has no question dates (``question_date=""``).
 
+Memlab turns
+------------
+
+The model keeps messages (a :class:`Turn` is one message, its id the source's). How an
+evaluation writes them as memlab turns is the benchmark's ``turns``
+(:attr:`Benchmark.turns`), which both loaders take: ``turns="exchange"`` (the default)
+pairs each user message with the assistant message right after it (one
+``add_qa(question=user text, answer=assistant text)``, LongMemEval's "round"; a message
+without its partner is a memlab turn of its own), ``turns="message"`` makes every message
+a memlab turn (a user message as the question, an assistant message as the answer, the
+other side empty). Gold evidence stays the message ids in both modes: a memlab turn
+holds the messages it was made of, so a ``has_answer`` user message of LongMemEval is
+found through its exchange in ``"exchange"`` mode and on its own in ``"message"`` mode;
+LoCoMo's ``speaker_a`` / ``speaker_b`` turns pair as user / assistant. A ``turns`` other
+than these two raises :class:`memlab.ValidationError` naming the value before the file
+is read.
+
 Errors: a missing file, invalid JSON, or a field of the wrong shape raises
 :class:`memlab.ValidationError` naming the path and the item index and field.
 """
@@ -101,12 +118,14 @@ import os
 from memlab.bench._conversation_model import (
     CATEGORIES,
     FRAME_COLUMNS,
+    TURN_UNITS,
     Benchmark,
     Conversation,
     Question,
     Role,
     Session,
     Turn,
+    TurnUnit,
 )
 from memlab.bench._public_sets import LOCOMO_CATEGORIES, LONGMEMEVAL_CATEGORIES
 from memlab.bench._public_sets import load_locomo as _load_locomo
@@ -121,12 +140,14 @@ __all__ = [
     "FRAME_COLUMNS",
     "LOCOMO_CATEGORIES",
     "LONGMEMEVAL_CATEGORIES",
+    "TURN_UNITS",
     "Benchmark",
     "Conversation",
     "Question",
     "Role",
     "Session",
     "Turn",
+    "TurnUnit",
     "category_counts",
     "load_locomo",
     "load_longmemeval",
@@ -144,11 +165,16 @@ def synthetic(seed: int = 0, size: int | str = "default") -> Benchmark:
     return _generate(seed, size)
 
 
-def load_longmemeval(path: str | os.PathLike[str]) -> Benchmark:
-    """A LongMemEval JSON file as a :class:`Benchmark` (one conversation per item; see the module docstring)."""
-    return _load_longmemeval(path)
+def load_longmemeval(path: str | os.PathLike[str], *, turns: TurnUnit = "exchange") -> Benchmark:
+    """A LongMemEval JSON file as a :class:`Benchmark` (one conversation per item; see the module docstring).
+
+    ``turns``: ``"exchange"`` (one memlab turn per user/assistant exchange) or ``"message"``
+    (one per message); any other value raises :class:`memlab.ValidationError` before the
+    file is read.
+    """
+    return _load_longmemeval(path, turns=turns)
 
 
-def load_locomo(path: str | os.PathLike[str], *, strict: bool = True) -> Benchmark:
-    """A LoCoMo JSON file (``locomo10.json``) as a :class:`Benchmark` (see the module docstring)."""
-    return _load_locomo(path, strict=strict)
+def load_locomo(path: str | os.PathLike[str], *, strict: bool = True, turns: TurnUnit = "exchange") -> Benchmark:
+    """A LoCoMo JSON file (``locomo10.json``) as a :class:`Benchmark` (see the module docstring; ``turns`` as for LongMemEval)."""
+    return _load_locomo(path, strict=strict, turns=turns)

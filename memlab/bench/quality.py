@@ -9,7 +9,15 @@ exchange), every question searched once; per category and overall: session recal
 turn recall@k, hit@k, MRR, the abstention questions' no-result rate, steady-state
 p50/p95 search latency, cold start, first search per conversation and ingest cost per
 turn (definitions: :mod:`memlab.bench.quality_eval`). ``cold_start_s`` here includes the
-stack's ``open()``.
+stack's ``open()``. A name ``bm25+mmr`` runs the retriever with a session reranker
+(``SessionConfig(retriever="bm25", reranker="mmr")``, :mod:`memlab.session.rerankers`).
+
+Statistics (:mod:`memlab.stats`): every averaged metric carries its 95% percentile-bootstrap
+interval over the questions (``resamples``, default 2000, seeded by ``bootstrap_seed``;
+``--resamples 0``: none), and every pair of retrievers is compared on the questions both
+were asked (:func:`~memlab.bench.quality_eval.paired_comparisons`: the difference, its paired
+bootstrap interval, a two-sided p: exact McNemar for hit@k and the no-result rate, the paired
+bootstrap otherwise), one line per pair saying which is better on session recall@5.
 
 Datasets (``--dataset``): ``synthetic`` / ``synthetic:SEED``
 (:func:`memlab.bench.conversations.synthetic`, 600 questions), ``longmemeval:PATH``,
@@ -42,17 +50,24 @@ from memlab.bench.conversations import Benchmark, load_locomo, load_longmemeval,
 from memlab.bench.quality_eval import (
     ALL,
     BENCH_USER,
+    COMPARISON_COLUMNS,
     DEFAULT_KS,
     Evaluation,
     check_ks,
+    check_resamples,
+    comparison_line,
     evaluate,
     haystack_turns,
+    metric_label,
     metric_names,
+    paired_comparisons,
     quality_frame,
     summary_rows,
 )
 from memlab._cli_errors import UsageError
 from memlab.exceptions import ValidationError
+from memlab.frames import quality_interval_columns
+from memlab.stats import DEFAULT_RESAMPLES, format_p
 
 __all__ = [
     "OVER_KEYWORD_TARGET",
@@ -92,6 +107,10 @@ class QualityBenchSpec:
     embedder: str = "memlab/minilm"
     scale: int = SCALE_TARGET_TURNS
     scale_queries: int = 200
+    #: bootstrap resamples of every interval and paired comparison (0: none)
+    resamples: int = DEFAULT_RESAMPLES
+    #: the seed of those resamples
+    bootstrap_seed: int = 0
 
 
 def load_dataset(text: str) -> Benchmark:
@@ -110,12 +129,31 @@ def load_dataset(text: str) -> Benchmark:
     raise UsageError(f"--dataset takes synthetic[:SEED], longmemeval:PATH or locomo:PATH, got {text!r}")
 
 
-def _check(spec: QualityBenchSpec) -> tuple[int, ...]:
-    from memlab.config import SESSION_RETRIEVERS
+def _session(name: str) -> Any:
+    """The session section of a ``--retrievers`` name: ``bm25``, or ``bm25+mmr`` (the retriever, then a reranker)."""
+    from memlab.config import SessionConfig
 
-    unknown = [name for name in spec.retrievers if name not in SESSION_RETRIEVERS]
+    retriever, _, reranker = name.partition("+")
+    return SessionConfig(retriever=retriever, reranker=reranker or "none")
+
+
+def _check(spec: QualityBenchSpec) -> tuple[int, ...]:
+    from memlab.config import SESSION_RERANKERS, SESSION_RETRIEVERS
+
+    def known(name: str) -> bool:
+        retriever, plus, reranker = name.partition("+")
+        return retriever in SESSION_RETRIEVERS and (not plus or (reranker in SESSION_RERANKERS and reranker != "none"))
+
+    unknown = [name for name in spec.retrievers if not known(name)]
     if unknown or not spec.retrievers:
-        raise UsageError(f"--retrievers takes {', '.join(SESSION_RETRIEVERS)}; got {', '.join(map(repr, unknown)) or 'none'}")
+        raise UsageError(
+            f"--retrievers takes {', '.join(SESSION_RETRIEVERS)}, each optionally +{'/+'.join(sorted(set(SESSION_RERANKERS) - {'none'}))} "
+            f"(a reranker); got {', '.join(map(repr, unknown)) or 'none'}"
+        )
+    try:
+        check_resamples(spec.resamples)
+    except ValidationError as exc:
+        raise UsageError(f"--resamples: {exc}") from None
     try:
         return check_ks(spec.ks)
     except ValidationError as exc:
@@ -123,10 +161,8 @@ def _check(spec: QualityBenchSpec) -> tuple[int, ...]:
 
 
 async def _evaluate_retriever(benchmark: Benchmark, name: str, spec: QualityBenchSpec, root: Path, say: Callable[[str], None]) -> Evaluation:
-    from memlab.config import SessionConfig
-
     began = time.perf_counter()
-    stack = _table.stack(root, spec.embedder, session=SessionConfig(retriever=name))
+    stack = _table.stack(root, spec.embedder, session=_session(name))
     await stack.open()
     try:
         opened = time.perf_counter() - began
@@ -154,12 +190,10 @@ def scale_haystack(turns: int, seed: int = 0) -> tuple[list[tuple[str, str]], li
 
 
 async def _scale_row(name: str, spec: QualityBenchSpec, root: Path, say: Callable[[str], None]) -> dict[str, Any]:
-    from memlab.config import SessionConfig
-
     exchanges, questions = scale_haystack(spec.scale)
     asked = (questions * (spec.scale_queries // len(questions) + 1))[: spec.scale_queries]
     user, session = BENCH_USER, "quality:scale"
-    async with _table.stack(root, spec.embedder, session=SessionConfig(retriever=name)) as stack:
+    async with _table.stack(root, spec.embedder, session=_session(name)) as stack:
         manager = stack.session_manager
         say(f"scale: {name}: write {len(exchanges):,} turns to one session")
         began = time.perf_counter()
@@ -189,30 +223,44 @@ async def _scale_row(name: str, spec: QualityBenchSpec, root: Path, say: Callabl
     }
 
 
-def _targets(rows: Sequence[dict[str, Any]], synthetic_run: bool) -> list[dict[str, Any]]:
-    """The two quality targets (judged on the synthetic benchmark only, with k = 5 measured)."""
+def _targets(rows: Sequence[dict[str, Any]], synthetic_run: bool, comparisons: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The two quality targets (judged on the synthetic benchmark only, with k = 5 measured), each with its interval.
+
+    ``value_lo`` / ``value_hi``: the best retriever's bootstrap interval, and for the gain
+    over ``keyword`` the paired comparison's interval (None without resamples).
+    """
     key = f"session_recall_at_{TARGET_K}"
-    overall = {row["retriever"]: row[key] for row in rows if row["category"] == ALL and row.get(key) is not None}
+    lo_key, hi_key = quality_interval_columns(key)
+    overall = {row["retriever"]: row for row in rows if row["category"] == ALL and row.get(key) is not None}
     if not overall:
         return []
-    best = max(overall, key=lambda name: overall[name])
+    best = max(overall, key=lambda name: overall[name][key])
     found = [
         {
             "kind": "target",
             "name": f"best session recall@{TARGET_K}",
             "retriever": best,
-            "value": overall[best],
-            **_table.judge(overall[best], SESSION_RECALL_TARGET if synthetic_run else None),
+            "value": overall[best][key],
+            "value_lo": overall[best].get(lo_key),
+            "value_hi": overall[best].get(hi_key),
+            **_table.judge(overall[best][key], SESSION_RECALL_TARGET if synthetic_run else None),
         }
     ]
     if "keyword" in overall:
-        gain = overall[best] - overall["keyword"]
+        gain = overall[best][key] - overall["keyword"][key]
+        lo = hi = None
+        for row in comparisons:
+            if row["metric"] == key and {row["a"], row["b"]} == {best, "keyword"}:
+                flip = row["a"] == "keyword"
+                lo, hi = (0.0 - row["difference_hi"], 0.0 - row["difference_lo"]) if flip else (row["difference_lo"], row["difference_hi"])
         found.append(
             {
                 "kind": "target",
                 "name": f"best - keyword session recall@{TARGET_K}",
                 "retriever": best,
                 "value": gain,
+                "value_lo": 0.0 if best == "keyword" else lo,
+                "value_hi": 0.0 if best == "keyword" else hi,
                 **_table.judge(gain, OVER_KEYWORD_TARGET if synthetic_run else None),
             }
         )
@@ -222,10 +270,12 @@ def _targets(rows: Sequence[dict[str, Any]], synthetic_run: bool) -> list[dict[s
 async def run_bench_quality(
     spec: QualityBenchSpec, progress: Callable[[str], None] | None = None, *, benchmark: Benchmark | None = None
 ) -> dict[str, Any]:
-    """The whole run: ``{"rows", "questions", "scale", "targets", "spec"}`` (``benchmark`` overrides ``spec.dataset``).
+    """The whole run: ``{"rows", "questions", "comparisons", "scale", "targets", "spec"}`` (``benchmark`` overrides ``spec.dataset``).
 
-    ``rows``: :func:`~memlab.bench.quality_eval.summary_rows` of every retriever;
-    ``questions``: the per-question rows; ``scale``: one row per retriever of the
+    ``rows``: :func:`~memlab.bench.quality_eval.summary_rows` of every retriever, with
+    bootstrap intervals (``spec.resamples``, ``spec.bootstrap_seed``); ``questions``: the
+    per-question rows; ``comparisons``: every pair of retrievers on the same questions
+    (:func:`~memlab.bench.quality_eval.paired_comparisons`); ``scale``: one row per retriever of the
     ``spec.scale``-turn latency run (empty with ``scale=0``); ``targets``: the quality
     targets (``passed`` None when not judged: not the synthetic benchmark).
     """
@@ -239,25 +289,55 @@ async def run_bench_quality(
         for name in spec.retrievers:
             say(f"{name}: {bench.name}")
             run = await _evaluate_retriever(bench, name, spec, Path(root) / name, say)
-            rows.extend(summary_rows(run))
+            rows.extend(summary_rows(run, resamples=spec.resamples, seed=spec.bootstrap_seed))
             questions.extend(run.questions)
         if spec.scale:
             for name in spec.retrievers:
                 scale.append(await _scale_row(name, spec, Path(root) / f"scale-{name}", say))
     synthetic_run = bench.name.startswith("synthetic")
-    targets = _targets(rows, synthetic_run)
-    details = {**dataclasses.asdict(spec), "ks": list(ks), "retrievers": list(spec.retrievers), "benchmark": bench.name}
-    return {"rows": rows, "questions": questions, "scale": scale, "targets": targets, "spec": details}
+    comparisons = paired_comparisons(questions, ks, resamples=spec.resamples, seed=spec.bootstrap_seed)
+    targets = _targets(rows, synthetic_run, comparisons)
+    details = {**dataclasses.asdict(spec), "ks": list(ks), "retrievers": list(spec.retrievers), "benchmark": bench.name, "turns": bench.turns}
+    return {"rows": rows, "questions": questions, "comparisons": comparisons, "scale": scale, "targets": targets, "spec": details}
 
 
-def to_frame(result: dict[str, Any], *, questions: bool = False) -> Any:
-    """The summary rows (``questions=True``: the per-question rows) of a :func:`run_bench_quality` result as a typed DataFrame."""
+def to_frame(result: dict[str, Any], *, questions: bool = False, comparisons: bool = False) -> Any:
+    """A :func:`run_bench_quality` result as a typed DataFrame: the summary rows, or the per-question rows, or the paired comparisons."""
+    if questions and comparisons:
+        raise ValidationError("to_frame takes questions=True or comparisons=True, not both")
+    if comparisons:
+        import pandas as pd
+
+        rows = result.get("comparisons", [])
+        frame = pd.DataFrame.from_records([{name: row.get(name) for name in COMPARISON_COLUMNS} for row in rows], columns=list(COMPARISON_COLUMNS))
+        return frame.astype(COMPARISON_COLUMNS)
     ks = result["spec"]["ks"]
     return quality_frame(result["questions"] if questions else result["rows"], ks, questions=questions)
 
 
+def _with_interval(row: dict[str, Any], key: str, digits: int = 3) -> str:
+    """``0.749 [0.71, 0.79]``: the value and its interval (bounds to 2 places: their Monte Carlo error is ~0.005); the value alone without one."""
+    value = row.get(key)
+    if value is None:
+        return _table.number(None)
+    lo, hi = (row.get(column) for column in quality_interval_columns(key))
+    text = f"{value:.{digits}f}"
+    return text if lo is None or hi is None else f"{text} [{lo:.2f}, {hi:.2f}]"
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    """``hybrid+mmr better`` (the retriever whose mean is higher, at p < 0.05) or ``no difference``."""
+    if row["verdict"] == "no difference":
+        return "no difference"
+    return f"{row['a'] if row['verdict'] == 'better' else row['b']} better"
+
+
+def _headline_metric(ks: Sequence[int]) -> str:
+    return f"session_recall_at_{TARGET_K if TARGET_K in ks else ks[0]}"
+
+
 def format_quality_table(result: dict[str, Any]) -> str:
-    """The overall, per-category, scale and target tables as text."""
+    """The quality (with intervals), per-category, cost, paired-comparison, scale and target tables as text."""
     n = _table.number
     ks = result["spec"]["ks"]
     rows = result["rows"]
@@ -268,16 +348,24 @@ def format_quality_table(result: dict[str, Any]) -> str:
     if overall:
         parts.append(
             _table.render(
-                ["retriever", "questions", *metric_headers, "abst. empty", "p50 ms", "p95 ms", "cold s", "1st query ms", "write ms/turn", "ingest ms/turn"],
+                ["retriever", "questions", *metric_headers, "abst. empty"],
                 [
-                    [
-                        row["retriever"], row["questions"], *(n(row[key], 3) for key in metric_keys), n(row["no_result_rate"], 2),
-                        n(row["p50_ms"], 2), n(row["p95_ms"], 2), n(row["cold_start_s"], 2), n(row["first_query_ms"], 1),
-                        n(row["write_ms_per_turn"], 3), n(row["ingest_ms_per_turn"], 3),
-                    ]
+                    [row["retriever"], row["questions"], *(_with_interval(row, key) for key in metric_keys),
+                     _with_interval(row, "no_result_rate", 2)]
                     for row in overall
                 ],
-                right=range(1, len(metric_keys) + 9),
+                right=range(1, len(metric_keys) + 3),
+            )
+        )
+        parts.append(
+            _table.render(
+                ["retriever", "p50 ms", "p95 ms", "cold s", "1st query ms", "write ms/turn", "ingest ms/turn"],
+                [
+                    [row["retriever"], n(row["p50_ms"], 2), n(row["p95_ms"], 2), n(row["cold_start_s"], 2), n(row["first_query_ms"], 1),
+                     n(row["write_ms_per_turn"], 3), n(row["ingest_ms_per_turn"], 3)]
+                    for row in overall
+                ],
+                right=range(1, 7),
             )
         )
     categories = list(dict.fromkeys(row["category"] for row in rows))
@@ -291,13 +379,29 @@ def format_quality_table(result: dict[str, Any]) -> str:
             _table.render(
                 ["category", "retriever", "questions", *metric_headers, "abst. empty", "p50 ms"],
                 [
-                    [row["category"], row["retriever"], row["questions"], *(n(row[key], 3) for key in metric_keys),
-                     n(row["no_result_rate"], 2), n(row["p50_ms"], 2)]
+                    [row["category"], row["retriever"], row["questions"], *(_with_interval(row, key) for key in metric_keys),
+                     _with_interval(row, "no_result_rate", 2), n(row["p50_ms"], 2)]
                     for row in per_category
                 ],
                 right=range(2, len(metric_keys) + 5),
             )
         )
+    comparisons = result.get("comparisons") or []
+    if comparisons:
+        parts.append(
+            _table.render(
+                ["paired (same questions)", "metric", "a", "b", "a - b [95% CI]", "p", "test", "n", "verdict"],
+                [
+                    [f"{row['a']} vs {row['b']}", metric_label(row["metric"]), f"{row['a_mean']:.3f}", f"{row['b_mean']:.3f}",
+                     f"{row['difference']:+.3f} [{row['difference_lo']:+.2f}, {row['difference_hi']:+.2f}]",
+                     format_p(row["p_value"]).removeprefix("p = ").removeprefix("p "), row["test"], row["n"], _verdict(row)]
+                    for row in comparisons
+                ],
+                right=(2, 3, 4, 5, 7),
+            )
+        )
+        headline = _headline_metric(ks)
+        parts.append("\n".join(comparison_line(row) for row in comparisons if row["metric"] == headline))
     if result["scale"]:
         parts.append(
             _table.render(
@@ -315,20 +419,30 @@ def format_quality_table(result: dict[str, Any]) -> str:
             _table.render(
                 ["target", "retriever", "measured", "threshold", "result"],
                 [
-                    [row["name"], row["retriever"], n(row["value"], 3), f">= {row['target']:g}" if row["target"] is not None else "not judged",
-                     _table.verdict(row)]
+                    [row["name"], row["retriever"], _with_interval(row, "value"),
+                     f">= {row['target']:g}" if row["target"] is not None else "not judged", _table.verdict(row)]
                     for row in result["targets"]
                 ],
                 right=(2,),
             )
         )
     spec = result["spec"]
+    resamples = spec.get("resamples", 0)
+    intervals = (
+        f"[lo, hi]: 95% percentile-bootstrap interval over the row's questions ({resamples} resamples, seed "
+        f"{spec.get('bootstrap_seed', 0)}); paired: a - b on the questions both were asked, its bootstrap interval, p two-sided "
+        "(exact McNemar for hit@k and abst. empty, paired bootstrap otherwise), verdict at p < 0.05. "
+        if resamples
+        else ""
+    )
     parts.append(
         f"{spec['benchmark']}" + (f", first {spec['limit']} questions" if spec["limit"] else "") + f"; embedder {spec['embedder']} "
-        "(vector, hybrid); sqlite cache; one memlab session per conversation, one memlab turn per user/assistant exchange. "
-        "sR/tR@k: share of gold sessions / turns in the top k turns; hit@k: a gold turn in the top k; MRR: first gold turn, "
+        "(vector, hybrid); sqlite cache; one memlab session per conversation, one memlab turn per "
+        + ("message. " if spec.get("turns") == "message" else "user/assistant exchange. ")
+        + "sR/tR@k: share of gold sessions / turns in the top k turns; hit@k: a gold turn in the top k; MRR: first gold turn, "
         "0 past the top max k; means over answerable questions. abst. empty: abstention questions with no result. "
-        "p50/p95: SessionManager.search end to end, after one warm-up search per conversation; cold: open + first write + "
+        + intervals
+        + "p50/p95: SessionManager.search end to end, after one warm-up search per conversation; cold: open + first write + "
         "first search (model load: first embedding retriever of the process only); 1st query: median first search per "
         "conversation (index build; embeds every turn for vector/hybrid); ingest = writes + first searches, per turn."
     )

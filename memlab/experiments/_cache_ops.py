@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from memlab.exceptions import ConfigError, ValidationError
-from memlab.experiments._checks import positive_int, session_retriever
+from memlab.experiments._checks import positive_int, session_reranker, session_retriever
 from memlab._stats import percentile
 from memlab.experiments._workload import Workload, WorkloadResult
 
@@ -114,7 +114,7 @@ class CacheWorkload(Workload):
                         await backend.get_latest_qa_entries(user, _SESSION, 10)
                         times.append(perf() - began)
                 else:
-                    manager = SessionManager(backend, retriever=session_retriever(config, given))
+                    manager = SessionManager(backend, retriever=session_retriever(config, given), reranker=session_reranker(config, given))
                     for query in texts.queries:
                         began = perf()
                         await manager.search(user, query, session_id=_SESSION, top_k=self.top_k)

@@ -23,13 +23,13 @@ given as a ``SecretStr`` or a plain string, alone or in a section dict) renders 
 ``**********`` in labels, frames and messages, a URL password as ``***``.
 
 Strategy objects: a vary key that is a :class:`~memlab.MemoryStack` keyword (``cache``,
-``ttl``, ``session_retriever``, ``analysis``, ``merge``, ``llm``, ``embedder``) may
+``ttl``, ``session_retriever``, ``session_reranker``, ``analysis``, ``merge``, ``llm``, ``embedder``) may
 hold objects or classes instead of config values (:mod:`memlab.experiments._strategies`:
 their checks, labels and fingerprints). Such a key leaves the cell's config as the base's
 and gives the cell a :class:`~memlab.experiments._strategies.Strategy` (``Cell.strategies``).
 A strategy key may not be varied beside a config key its object overrides (``cache``
 objects with ``cache.*`` or ``ttl.*``, since a cache keeps its own TTL policy; ``embedder`` with ``embedding.model``, ``session_retriever``
-with ``session.retriever``), and a cell may not hold both a ``cache`` and a ``ttl``
+with ``session.retriever``, ``session_reranker`` with ``session.reranker`` / ``session.rerank_top_n``), and a cell may not hold both a ``cache`` and a ``ttl``
 object (the cache stamps with its own policy) nor either with ``cache.enabled`` false.
 """
 
@@ -52,6 +52,7 @@ from memlab.config import (
     build_embedder,
     build_llm_client,
     build_merge_policy,
+    build_session_reranker,
     build_session_retriever,
     build_ttl_policy,
 )
@@ -157,6 +158,7 @@ def check_buildable(config: StackConfig) -> None:
     embedder = build_embedder(config)
     config.graph.chunking(embedder.max_tokens)
     build_session_retriever(config, embedder)
+    build_session_reranker(config)
     build_analysis_mode(config)
     build_merge_policy(config)
     build_ttl_policy(config)
@@ -205,6 +207,7 @@ def config_identity(config: StackConfig, *, resolved: bool = True) -> str:
 _OVERRIDES: dict[str, tuple[tuple[str, ...], ...]] = {
     "cache": (("cache",), ("ttl",)), "ttl": (("ttl",),), "analysis": (("analysis",),), "merge": (("merge",),),
     "llm": (("llm",),), "embedder": (("embedding",),), "session_retriever": (("session", "retriever"),),
+    "session_reranker": (("session", "reranker"), ("session", "rerank_top_n")),
 }
 
 

@@ -15,6 +15,7 @@ __all__ = [
     "optional_limit",
     "positive_int",
     "search_type_name",
+    "session_reranker",
     "session_retriever",
     "verify_and_clear_session",
 ]
@@ -35,6 +36,14 @@ def session_retriever(config: Any, objects: Mapping[str, Any]) -> Any:
         return given
     embedder = objects.get("embedder")
     return build_session_retriever(config, embedder if embedder is not None else build_embedder(config))
+
+
+def session_reranker(config: Any, objects: Mapping[str, Any]) -> Any:
+    """The cell's session reranker: its object, else the one the config names (None for ``none``)."""
+    from memlab.config import build_session_reranker
+
+    given = objects.get("session_reranker")
+    return given if given is not None else build_session_reranker(config)
 
 
 def positive_int(name: str, value: Any) -> int:

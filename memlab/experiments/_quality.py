@@ -6,8 +6,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memlab.exceptions import ValidationError
-from memlab.experiments._checks import benchmark_size, optional_limit, session_retriever
+from memlab.experiments._checks import benchmark_size, optional_limit, session_reranker, session_retriever
 from memlab.experiments._workload import Workload, WorkloadResult
+from memlab.frames import quality_interval_columns
+from memlab.stats import DEFAULT_RESAMPLES
 
 if TYPE_CHECKING:
     from memlab.config import StackConfig
@@ -31,7 +33,8 @@ class ConversationalBenchmark(Workload):
     ``session.retriever`` names (and ``embedding.model`` for ``vector`` / ``hybrid``),
     built by :func:`memlab.config.build_session_retriever` as the stack builds it, or the
     cell's ``session_retriever`` object (a cell's ``embedder`` object serves a built
-    ``vector`` / ``hybrid`` one).
+    ``vector`` / ``hybrid`` one), reranked by ``session.reranker`` or the cell's
+    ``session_reranker`` object.
     ``cache="scratch"`` (default) writes the haystacks to a fresh in-memory cache
     (:func:`~memlab.bench.quality_eval.scratch_manager`, what ``stack.frames.quality``
     does); ``cache="stack"`` writes them through the session manager of an open stack of
@@ -57,6 +60,11 @@ class ConversationalBenchmark(Workload):
     ``ingest_ms_per_turn``      ms            writes + first searches per memlab turn
     ``conversations``           conversations conversations run
     ``turns``                   turns         memlab turns written
+    ``<metric>_lo`` / ``_hi``   ratio         the bounds of each recall / hit / mrr metric's and
+                                              ``no_result_rate``'s 95% percentile-bootstrap interval
+                                              over the questions (``resamples`` draws, seeded by the
+                                              run's seed; absent with ``resamples=0``): the error
+                                              bars of :func:`memlab.charts.comparison_figure`
     ``<metric>/<category>``     ratio         each recall / hit / mrr metric and ``no_result_rate``
                                               per benchmark category (None where the category has
                                               no question with the metric, e.g. recall of
@@ -69,12 +77,16 @@ class ConversationalBenchmark(Workload):
 
     name = "quality"
 
-    def __init__(self, size: int | str = "small", limit: int | None = None, ks: Sequence[int] = (5, 10), cache: str = "scratch") -> None:
-        from memlab.bench.quality_eval import check_ks, question_columns
+    def __init__(
+        self, size: int | str = "small", limit: int | None = None, ks: Sequence[int] = (5, 10), cache: str = "scratch",
+        resamples: int = DEFAULT_RESAMPLES,
+    ) -> None:
+        from memlab.bench.quality_eval import check_ks, check_resamples, question_columns
 
         self.size = benchmark_size(size)
         self.limit = optional_limit(limit)
         self.ks = check_ks(ks)
+        self.resamples = check_resamples(resamples)
         if cache not in QUALITY_CACHES:
             raise ValidationError(f"cache must be one of {', '.join(QUALITY_CACHES)}, got {cache!r}")
         self.cache = cache
@@ -82,15 +94,16 @@ class ConversationalBenchmark(Workload):
         self.turn_columns = {"turn": "Int64", **{name: _NULLABLE.get(dtype, dtype) for name, dtype in columns.items()}}
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"size": self.size, "limit": self.limit, "ks": list(self.ks), "cache": self.cache}
+        return {"size": self.size, "limit": self.limit, "ks": list(self.ks), "cache": self.cache, "resamples": self.resamples}
 
     def metric_names(self, categories: Sequence[str]) -> list[str]:
         """The metric names a run reports over ``categories`` (the benchmark's), in order."""
         from memlab.bench.quality_eval import metric_names
 
         averaged = [*metric_names(self.ks), "no_result_rate"]
-        overall = ["questions", "answerable", *averaged, "p50_ms", "p95_ms", "cold_start_s", "first_query_ms", "write_ms_per_turn",
-                   "ingest_ms_per_turn", "conversations", "turns"]
+        bounds = [bound for name in averaged for bound in quality_interval_columns(name)] if self.resamples else []
+        overall = ["questions", "answerable", *averaged, *bounds, "p50_ms", "p95_ms", "cold_start_s", "first_query_ms",
+                   "write_ms_per_turn", "ingest_ms_per_turn", "conversations", "turns"]
         return overall + [f"{name}/{category}" for category in categories for name in averaged]
 
     async def run(self, config: "StackConfig", seed: int, objects: Mapping[str, Any] | None = None) -> WorkloadResult:
@@ -104,14 +117,14 @@ class ConversationalBenchmark(Workload):
         given = dict(objects or {})
         benchmark = synthetic(seed, self.size)
         if self.cache == "scratch":
-            manager = scratch_manager(session_retriever(config, given))
+            manager = scratch_manager(session_retriever(config, given), session_reranker(config, given))
             run = await evaluate(manager, benchmark, ks=self.ks, limit=self.limit)
         else:
             from memlab.stack import MemoryStack
 
             async with MemoryStack.from_config(config, **given) as stack:
                 run = await evaluate(stack.session_manager, benchmark, ks=self.ks, limit=self.limit)
-        rows = {row["category"]: row for row in summary_rows(run)}
+        rows = {row["category"]: row for row in summary_rows(run, resamples=self.resamples, seed=seed)}
         overall = rows[ALL]
         metrics: dict[str, float | int | None] = {}
         units: dict[str, str] = {}

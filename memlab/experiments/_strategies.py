@@ -1,7 +1,7 @@
 """Strategy objects as grid values: which vary values are objects, their labels, fingerprints and fresh copies.
 
 A vary key that is a :class:`~memlab.MemoryStack` keyword (:data:`FAMILIES`: ``cache``,
-``ttl``, ``session_retriever``, ``analysis``, ``merge``, ``llm``, ``embedder``) takes
+``ttl``, ``session_retriever``, ``session_reranker``, ``analysis``, ``merge``, ``llm``, ``embedder``) takes
 strategy objects: an instance of the family's base class, or a concrete subclass of it
 (instantiated with no arguments). ``cache``, ``ttl``, ``analysis``, ``merge`` and
 ``llm`` are config sections too: there a dict (or a section model) is a section value
@@ -47,9 +47,9 @@ from memlab.exceptions import ConfigError
 __all__ = ["FAMILIES", "Strategy", "family_base", "is_strategy_value", "strategy"]
 
 #: the MemoryStack keywords a grid varies over objects (``retrievers`` and ``clock`` are not varied)
-FAMILIES = ("cache", "ttl", "session_retriever", "analysis", "merge", "llm", "embedder")
+FAMILIES = ("cache", "ttl", "session_retriever", "session_reranker", "analysis", "merge", "llm", "embedder")
 #: family keywords that are not StackConfig sections: every value must be a strategy
-KEYWORD_ONLY = ("session_retriever", "embedder")
+KEYWORD_ONLY = ("session_retriever", "session_reranker", "embedder")
 
 
 def family_base(keyword: str) -> tuple[str, type, str]:

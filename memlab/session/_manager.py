@@ -31,6 +31,7 @@ from memlab.lifecycle import Lifecycle
 from memlab.session._guidance import Guidance
 from memlab.exceptions import BackendError, SessionLockTimeout, SessionParameterValidationError, SessionQAEntryValidationError
 from memlab.models import SessionAgentTraceEntry, SessionContextEntry, SessionFeedbackEntry, SessionQAEntry
+from memlab.session.rerankers import SessionReranker
 from memlab.session.retrievers import KeywordSessionRetriever, SessionIndex, SessionRetriever
 from memlab.validation import check_id, check_text
 
@@ -125,10 +126,13 @@ class SessionManager:
         clock: Clock | None = None,
         activity: ActivityRecorder | None = None,
         retriever: SessionRetriever[Any] | None = None,
+        reranker: SessionReranker | None = None,
     ) -> None:
         self.cache = cache
         #: how :meth:`search` ranks a session's turns (default: ``keyword``, cognee's rule)
         self.retriever: SessionRetriever[Any] = retriever if retriever is not None else KeywordSessionRetriever()
+        #: what reorders the top of that ranking (None, the default: nothing)
+        self.reranker: SessionReranker | None = reranker
         self._lifecycle = lifecycle
         self._activity = activity
         self._activity_warned = False
@@ -484,7 +488,10 @@ class SessionManager:
         """Recall over the session's turns: ``(turn, score)``, best first, ties oldest first.
 
         Ranked by :attr:`retriever` (SPEC §9.2 for the default ``keyword``, whose
-        score is the matched token count); see :mod:`memlab.session.retrievers`.
+        score is the matched token count); see :mod:`memlab.session.retrievers`. With a
+        :attr:`reranker`, the retriever's best ``reranker.candidates(top_k)`` turns are
+        reranked and the reranker's top ``top_k`` returned, with its scores
+        (:mod:`memlab.session.rerankers`).
         The retriever's index of the session is brought up to date from the cache's
         change feed first, so turns another process wrote are seen.
         """
@@ -498,7 +505,10 @@ class SessionManager:
                 log = await cache.read_qa_log(user, session, base)
                 if index.cursor == base:
                     index.apply(log)
-                    return await self.retriever.search(index, query, top_k)
+                    if self.reranker is None:
+                        return await self.retriever.search(index, query, top_k)
+                    hits = await self.retriever.search(index, query, self.reranker.candidates(top_k))
+                    return await self.reranker.rerank(query, hits, top_k)
 
         return await self._fail_open("search", [], run)
 

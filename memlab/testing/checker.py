@@ -35,6 +35,7 @@ __all__ = ["FAMILIES", "Outcome", "Report", "check"]
 #: (family base class, suite class, the suite's fixture name), as ``module:attribute``; first match wins
 FAMILIES: list[tuple[str, str, str]] = [
     ("memlab.session.retrievers:SessionRetriever", "memlab.testing.session_suite:SessionRetrieverSuite", "session_retriever"),
+    ("memlab.session.rerankers:SessionReranker", "memlab.testing.reranker_suite:SessionRerankerSuite", "session_reranker"),
     ("memlab.merge:MergePolicy", "memlab.testing.policy_suites:MergePolicySuite", "merge_policy"),
     ("memlab.ttl:TTLPolicy", "memlab.testing.policy_suites:TTLPolicySuite", "ttl_policy"),
     ("memlab.analysis:AnalysisMode", "memlab.testing.analysis_suite:AnalysisModeSuite", "analysis_mode"),

@@ -365,6 +365,21 @@ def test_loaders_reject_missing_file_bad_json_and_a_non_list(tmp_path) -> None:
             load(_write(tmp_path, {"a": 1}, "dict.json"))
 
 
+@pytest.mark.parametrize("kind", ["longmemeval", "locomo"])
+def test_loaders_take_the_turn_unit_and_refuse_another_before_reading(tmp_path, kind) -> None:
+    load, data = (load_longmemeval, _longmemeval_items()) if kind == "longmemeval" else (load_locomo, _locomo_samples())
+    path = _write(tmp_path, data)
+    exchange, message = load(path), load(path, turns="message")
+    assert (exchange.turns, message.turns, load(path, turns="exchange").turns) == ("exchange", "message", "exchange")
+    assert message.conversations == exchange.conversations  # the model keeps messages; the unit is how they are written
+    for bad in ("round", "messages", None, 1):
+        with pytest.raises(ValidationError, match=f"turns must be 'exchange' .* or 'message' .*, got {re.escape(repr(bad))}") as caught:
+            load(tmp_path / "absent.json", turns=bad)
+        assert "no such file" not in str(caught.value)  # checked before the file is read
+    with pytest.raises(ValidationError, match="benchmark 'b': turns must be"):
+        Benchmark("b", [], turns="pairs")  # type: ignore[arg-type]
+
+
 # -- LoCoMo ---------------------------------------------------------------------------------------
 
 

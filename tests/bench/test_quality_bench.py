@@ -9,9 +9,12 @@ import pytest
 from memlab.bench.conversations import Benchmark, Conversation, Question, Session, Turn, synthetic
 from memlab.bench.quality import QualityBenchSpec, format_quality_table, load_dataset, run_bench_quality, scale_haystack, to_frame
 from memlab.bench.quality_eval import (
+    COMPARISON_COLUMNS,
     HaystackTurn,
+    comparison_line,
     evaluate,
     haystack_turns,
+    paired_comparisons,
     question_columns,
     question_metrics,
     scratch_manager,
@@ -21,7 +24,7 @@ from memlab.bench.quality_eval import (
 from memlab.cli import main
 from memlab._cli_errors import UsageError
 from memlab.exceptions import ValidationError
-from memlab.session.retrievers import KeywordSessionRetriever
+from memlab.session.retrievers import BM25SessionRetriever, KeywordSessionRetriever
 
 KS = (1, 5)
 
@@ -209,6 +212,42 @@ def _locomo(tmp_path):
     return path
 
 
+@pytest.mark.parametrize("kind", ["longmemeval", "locomo"])
+async def test_message_turns_write_one_memlab_turn_per_message_and_keep_the_gold_evidence(kind, tmp_path):
+    from memlab.bench.conversations import load_locomo, load_longmemeval
+
+    path = _longmemeval(tmp_path) if kind == "longmemeval" else _locomo(tmp_path)
+    load = load_longmemeval if kind == "longmemeval" else load_locomo
+    runs = {}
+    for unit in ("exchange", "message"):
+        bench = load(path, turns=unit)
+        conversation = bench.conversations[0]
+        held = [turn_id for turn in haystack_turns(conversation, unit) for turn_id in turn.turn_ids]
+        assert held == [turn.turn_id for turn in conversation.turns()]  # every message exactly once, in order
+        runs[unit] = await evaluate(scratch_manager(KeywordSessionRetriever()), bench, ks=(1, 5))
+    messages = sum(len(list(c.turns())) for c in load(path).conversations)
+    assert runs["message"].turns == messages > runs["exchange"].turns
+    by_unit = {unit: {row["question_id"]: row for row in run.questions} for unit, run in runs.items()}
+    if kind == "longmemeval":
+        # gold a1:1 ("I live in Lisbon.") and a2:0 ("We moved to Porto, I live there now."), whose exchange holds a2:1 too
+        exchange, message = by_unit["exchange"]["q-ku"], by_unit["message"]["q-ku"]
+        assert (exchange["turn_recall_at_1"], exchange["turn_recall_at_5"], exchange["returned"]) == (0.5, 1.0, 2)
+        assert (message["turn_recall_at_1"], message["turn_recall_at_5"], message["returned"]) == (0.5, 1.0, 2)
+        assert exchange["session_recall_at_5"] == message["session_recall_at_5"] == 1.0
+    else:
+        for unit in ("exchange", "message"):
+            rows = by_unit[unit]
+            assert rows["conv-1:q1"]["first_gold_rank"] == 1 and rows["conv-1:q0"]["first_gold_rank"] == 1, unit  # D1:3, D2:1
+    written = haystack_turns(load(path).conversations[0], "message")
+    if kind == "longmemeval":
+        assert written[-1] == HaystackTurn("", "Nice!", "a2", ("a2:1",))  # an assistant message: the answer side
+        assert written[-2] == HaystackTurn("We moved to Porto, I live there now.", "", "a2", ("a2:0",))
+    else:
+        assert written[1] == HaystackTurn("", "Melanie: That's great!", "session_1", ("D1:2",))  # speaker_b: the assistant side
+    with pytest.raises(ValidationError, match="turns must be"):
+        haystack_turns(load(path).conversations[0], "round")  # type: ignore[arg-type]
+
+
 def test_cli_runs_the_synthetic_benchmark_and_writes_json(tmp_path, capsys):
     out = tmp_path / "quality.json"
     argv = ["bench", "quality", "--dataset", "synthetic:3", "--retrievers", "keyword,bm25", "--limit", "12", "--k", "5,10"]
@@ -249,14 +288,26 @@ def test_cli_runs_the_public_set_loaders(kind, tmp_path, capsys):
         ["--dataset", "longmemeval:"],
         ["--dataset", "locomo:/no/such/locomo10.json"],
         ["--retrievers", "keyword,nosuch"],
+        ["--retrievers", "keyword+nosuch"],
+        ["--retrievers", "keyword+none"],
         ["--k", "0"],
         ["--k", "five"],
     ],
-    ids=["unknown", "bad-seed", "no-path", "missing-file", "retriever", "k-zero", "k-word"],
+    ids=["unknown", "bad-seed", "no-path", "missing-file", "retriever", "reranker", "reranker-none", "k-zero", "k-word"],
 )
 def test_bad_values_exit_2(argv, capsys):
     assert main(["bench", "quality", *argv, "--scale", "0", "--limit", "1", "--quiet"]) == 2
     assert capsys.readouterr().err.startswith("memlab: error:")
+
+
+def test_cli_compares_a_retriever_with_and_without_a_reranker(capsys):
+    argv = ["bench", "quality", "--retrievers", "bm25,bm25+mmr", "--limit", "24", "--k", "5", "--scale", "0", "--resamples", "200"]
+    assert main([*argv, "--quiet", "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert [row["retriever"] for row in document["rows"] if row["category"] == "all"] == ["bm25", "bm25+mmr"]
+    assert {(row["a"], row["b"]) for row in document["comparisons"]} == {("bm25", "bm25+mmr")}
+    assert "bm25 vs bm25+mmr" in captured.err and "200 resamples" in captured.err
 
 
 def test_load_dataset_and_the_scale_haystack():
@@ -277,3 +328,81 @@ async def test_run_bench_quality_result_converts_to_typed_frames():
     assert len(to_frame(result, questions=True)) == 4
     assert "hand-built" in format_quality_table(result)
     assert [row["passed"] for row in result["targets"]] == [None, None]  # not synthetic: listed, not judged
+
+
+# -- intervals and paired comparisons (issue 26 item 4) -------------------------------------------
+
+
+async def test_every_summary_metric_carries_its_bootstrap_interval():
+    run = await _keyword_run()
+    rows = summary_rows(run, resamples=200, seed=3)
+    assert rows == summary_rows(run, resamples=200, seed=3)  # seeded
+    overall = rows[-1]
+    for name in ("session_recall_at_1", "session_recall_at_5", "turn_recall_at_1", "hit_at_1", "mrr", "no_result_rate"):
+        assert overall[f"{name}_lo"] <= overall[name] <= overall[f"{name}_hi"], name
+    assert (overall["session_recall_at_1_lo"], overall["session_recall_at_1_hi"]) != (0.5, 0.5)  # three questions: 0, 0.5, 1
+    assert overall["session_recall_at_5_lo"] == overall["session_recall_at_5_hi"] == 1.0  # every question 1.0
+    assert overall["resamples"] == 200
+    abstention = rows[3]
+    assert abstention["mrr_lo"] is None and abstention["no_result_rate_lo"] == 1.0
+    none = summary_rows(run, resamples=0)[-1]
+    assert none["mrr"] == overall["mrr"] and none["mrr_lo"] is None and none["resamples"] == 0
+    with pytest.raises(ValidationError, match="resamples"):
+        summary_rows(run, resamples=-1)
+
+
+async def test_paired_comparisons_pair_the_same_questions_and_say_which_is_better():
+    keyword = await _keyword_run()
+    same = await evaluate(scratch_manager(KeywordSessionRetriever()), _benchmark(), ks=KS)
+    twin = [{**row, "retriever": "keyword-again"} for row in same.questions]
+    rows = paired_comparisons(keyword.questions + twin, KS, resamples=100)
+    assert {(row["a"], row["b"]) for row in rows} == {("keyword", "keyword-again")}
+    assert [row["metric"] for row in rows] == [
+        "session_recall_at_1", "session_recall_at_5", "turn_recall_at_1", "turn_recall_at_5", "hit_at_1", "hit_at_5", "mrr", "no_result_rate",
+    ]
+    for row in rows:
+        assert row["difference"] == 0.0 and row["p_value"] == 1.0 and row["verdict"] == "no difference", row
+        assert row["test"] == ("mcnemar" if row["metric"].startswith("hit") or row["metric"] == "no_result_rate" else "bootstrap")
+        assert set(row) == set(COMPARISON_COLUMNS)
+    assert paired_comparisons(keyword.questions + twin, KS, resamples=0) == []
+    # a clearly better retriever on many questions: every answerable question hit at 1 vs missed
+    better = [{**row, "question_id": f"{row['question_id']}-{i}", "hit_at_1": 1.0} for i in range(4) for row in keyword.questions]
+    worse = [{**row, "retriever": "worse", "hit_at_1": 0.0 if row["hit_at_1"] is not None else None} for row in better]
+    [hit] = [row for row in paired_comparisons(better + worse, KS, resamples=100) if row["metric"] == "hit_at_1"]
+    assert hit["verdict"] == "better" and hit["p_value"] < 0.05 and hit["difference"] == 1.0 and (hit["a_only"], hit["b_only"]) == (12, 0)
+    line = comparison_line({**hit, "a": hit["b"], "b": hit["a"], "difference": -1.0, "difference_lo": -1.0, "difference_hi": -1.0, "verdict": "worse"})
+    assert line.startswith("keyword > worse on hand-built: hit@1 +1.000 [+1.000, +1.000], p < 0.001 (exact McNemar, 12 questions)")
+
+
+async def test_the_table_prints_intervals_and_the_paired_comparison_line():
+    spec = QualityBenchSpec(retrievers=("keyword", "bm25"), ks=(5,), scale=0, resamples=100)
+    result = await run_bench_quality(spec, benchmark=_benchmark())
+    table = format_quality_table(result)
+    overall = next(row for row in result["rows"] if row["retriever"] == "keyword" and row["category"] == "all")
+    assert f"{overall['mrr']:.3f} [{overall['mrr_lo']:.2f}, {overall['mrr_hi']:.2f}]" in table
+    assert "paired (same questions)" in table and "keyword vs bm25" in table
+    assert any(line.startswith(("keyword ~ bm25 on hand-built: session recall@5", "bm25 ~ keyword on hand-built: session recall@5 +", "keyword > bm25", "bm25 > keyword"))
+               for line in table.splitlines())
+    frame = to_frame(result, comparisons=True)
+    assert list(frame.columns) == list(COMPARISON_COLUMNS) and len(frame) == 5 and str(frame["p_value"].dtype) == "Float64"
+    target = result["targets"][0]
+    assert target["value_lo"] <= target["value"] <= target["value_hi"]
+    quiet = format_quality_table(await run_bench_quality(QualityBenchSpec(retrievers=("keyword",), ks=(5,), scale=0, resamples=0), benchmark=_benchmark()))
+    assert "[" not in quiet.split("\n\n")[0] and "paired" not in quiet
+    with pytest.raises(UsageError, match="--resamples"):
+        await run_bench_quality(QualityBenchSpec(retrievers=("keyword",), scale=0, resamples=-1), benchmark=_benchmark())
+
+
+async def test_frames_quality_carries_the_intervals(tmp_path):
+    from memlab import MemoryStack, StackConfig
+    from memlab.config import SessionConfig
+
+    config = StackConfig(data_root=tmp_path, session=SessionConfig(retriever="bm25"))
+    async with MemoryStack.from_config(config) as stack:
+        frame = await stack.frames.quality(_benchmark(), k=KS, resamples=300, seed=1)
+        plain = await stack.frames.quality(_benchmark(), k=KS, resamples=0)
+    overall = frame[frame["category"] == "all"].iloc[0]
+    assert overall["mrr_lo"] <= overall["mrr"] <= overall["mrr_hi"] and overall["resamples"] == 300
+    assert str(frame["mrr_lo"].dtype) == "Float64" and plain["mrr_lo"].isna().all() and (plain["resamples"] == 0).all()
+    direct = summary_rows(await evaluate(scratch_manager(BM25SessionRetriever()), _benchmark(), ks=KS), resamples=300, seed=1)[-1]
+    assert overall["mrr_hi"] == pytest.approx(direct["mrr_hi"])

@@ -98,6 +98,9 @@ async def test_conversational_benchmark_reports_summary_metrics_and_per_category
                 assert value is None or 0.0 <= value <= 1.0, name
         assert metrics["hit_at_5"] <= metrics["hit_at_10"]
         assert metrics["hit_at_5/abstention"] is None and metrics["no_result_rate/abstention"] is not None
+        assert metrics["mrr_lo"] <= metrics["mrr"] <= metrics["mrr_hi"]  # each overall metric's bootstrap interval
+        assert metrics["session_recall_at_5_lo"] <= metrics["session_recall_at_5"] <= metrics["session_recall_at_5_hi"]
+    assert "mrr_lo" not in ConversationalBenchmark(size="tiny", resamples=0).metric_names(list(CATEGORIES))
     turns = grid.frame("turn")
     assert len(turns) == 24 and str(turns["abstention"].dtype) == "boolean" and str(turns["hit_at_5"].dtype) == "Float64"
     assert not any(dtype == object for dtype in turns.dtypes)

@@ -306,11 +306,15 @@ def test_the_builders_hold_no_per_name_branches():
 
     import memlab.config as config_module
 
-    names = set().union(*(getattr(config_module, family) for family in ("CACHE_BACKENDS", "TTL_POLICIES", "MERGE_POLICIES", "SESSION_RETRIEVERS", "ANALYSIS_MODES")))
-    for builder in ("build_cache_backend", "build_merge_policy", "build_session_retriever", "build_analysis_mode", "build_ttl_policy"):
+    families = ("CACHE_BACKENDS", "TTL_POLICIES", "MERGE_POLICIES", "SESSION_RETRIEVERS", "SESSION_RERANKERS", "ANALYSIS_MODES")
+    names = set().union(*(getattr(config_module, family) for family in families))
+    builders = ("build_cache_backend", "build_merge_policy", "build_session_retriever", "build_session_reranker", "build_analysis_mode",
+                "build_ttl_policy")
+    for builder in builders:
         tree = ast.parse(inspect.getsource(getattr(config_module, builder)))
         compared = {node.value for compare in ast.walk(tree) if isinstance(compare, ast.Compare) for node in ast.walk(compare) if isinstance(node, ast.Constant)}
-        assert not compared & (names - {"auto"}), f"{builder} compares against strategy names {compared & names}"
+        # "auto" (the TTL policy the backend picks) and "none" (no reranker) are the only sentinels
+        assert not compared & (names - {"auto", "none"}), f"{builder} compares against strategy names {compared & names}"
 
 
 def test_each_builtin_builds_itself_from_config(tmp_path):

@@ -66,12 +66,45 @@ def test_comparison_figure_bars_and_lines() -> None:
     assert [label.get_text() for label in bars.axes[0].get_xticklabels()] == list(MODES)
     lines = charts.comparison_figure(frame, series="analysis.search_mode", x="llm_latency_ms", metrics=("tokens_per_turn", "no_such_metric"))
     [tokens, missing] = lines.axes
-    assert [line.get_label() for line in tokens.get_lines()] == list(MODES)
-    assert list(tokens.get_lines()[0].get_xdata()) == [0.0, 50.0] and list(tokens.get_lines()[0].get_ydata()) == [121.0, 171.0]
+    series_lines = [line for line in tokens.get_lines() if not line.get_label().startswith("_")]  # "_..." are error-bar caps
+    assert [line.get_label() for line in series_lines] == list(MODES)
+    assert list(series_lines[0].get_xdata()) == [0.0, 50.0] and list(series_lines[0].get_ydata()) == [121.0, 171.0]
     assert missing.texts[0].get_text() == "no data"
     assert charts.figure_png(lines).startswith(b"\x89PNG") and charts.figure_data_uri(lines).startswith("data:image/png;base64,")
     with pytest.raises(ValidationError):
         charts.comparison_figure(frame, series="analysis.search_mode", x="analysis.search_mode")
+
+
+def _whiskers(ax) -> list[tuple[float, float]]:
+    """``(low, high)`` of each vertical error bar drawn on ``ax`` (bars' yerr and errorbar() both draw LineCollections)."""
+    from matplotlib.collections import LineCollection
+
+    found = []
+    for collection in ax.collections:
+        if isinstance(collection, LineCollection):
+            found.extend((float(segment[0][1]), float(segment[1][1])) for segment in collection.get_segments())
+    return sorted(found)
+
+
+def test_error_bars_show_the_spread_over_seeds_and_only_when_there_is_one() -> None:
+    bars = charts.comparison_figure(result_frame(seeds=(0, 1, 2)), series="analysis.search_mode", metrics=("hit_rate",))
+    assert _whiskers(bars.axes[0])[0] == (130.0, 184.0)  # concurrent: min over seeds and latencies (100+30+0) .. max (150+30+4)
+    one_seed = result_frame(seeds=(0,))
+    assert _whiskers(charts.comparison_figure(one_seed, series="analysis.search_mode", metrics=("hit_rate",)).axes[0]) == []
+    lines = charts.comparison_figure(one_seed, series="analysis.search_mode", x="llm_latency_ms", metrics=("hit_rate",))
+    assert _whiskers(lines.axes[0]) == []
+
+
+def test_error_bars_show_an_interval_the_frame_carries_even_for_one_seed() -> None:
+    frame = result_frame(seeds=(0,), failed=False)
+    bounds = frame[frame["metric"] == "hit_rate"].copy()
+    lo, hi = charts.interval_metrics("hit_rate")
+    frame = pd.concat([frame, bounds.assign(metric=lo, value=bounds["value"] - 5), bounds.assign(metric=hi, value=bounds["value"] + 7)])
+    bars = charts.comparison_figure(frame, series="analysis.search_mode", metrics=("hit_rate",))
+    assert _whiskers(bars.axes[0]) == [(150.0 + 100 * i, 162.0 + 100 * i) for i in range(3)]  # medians over latencies 0, 50: 155 - 5 .. 155 + 7
+    lines = charts.comparison_figure(frame, series="analysis.search_mode", x="llm_latency_ms", metrics=("hit_rate",))
+    assert (125.0, 137.0) in _whiskers(lines.axes[0]) and len(_whiskers(lines.axes[0])) == 6  # 3 modes x 2 latencies
+    assert "hit_rate_lo" in charts.comparison_summary(frame, ["analysis.search_mode"]).columns
 
 
 def test_mode_comparison_renders_and_follows_its_dropdowns() -> None:
