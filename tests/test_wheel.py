@@ -148,7 +148,7 @@ def venv(dist, tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
 
 
 #: modules that only extras or the dev tools bring (redis, api, widgets, frames, dev): none may be importable
-EXTRA_ONLY = ("redis", "asyncpg", "fastapi", "uvicorn", "matplotlib", "ipywidgets", "pyarrow", "pytest", "hypothesis")
+EXTRA_ONLY = ("redis", "asyncpg", "fastapi", "uvicorn", "matplotlib", "ipywidgets", "anywidget", "plotly", "pyarrow", "pytest", "hypothesis")
 
 _PROBE = f"EXTRA_ONLY = {EXTRA_ONLY!r}\n" + """
 import importlib.metadata, json, memlab
