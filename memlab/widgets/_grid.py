@@ -3,9 +3,9 @@
 **Why an anywidget grid that pages on the Python side.** The grid is an `anywidget
 <https://anywidget.dev>`_ (a maintained, dependency-light way to ship a Jupyter widget:
 its front end is one ES module, ``static/grid.js``, shipped inside memlab, so it works
-offline, in JupyterLab, Notebook 7, VS Code and Voilà). The frame stays in the kernel:
-filtering, sorting and paging run in pandas there, and only the page on screen (25
-rows by default) is formatted and sent to the browser. The alternatives send the whole
+offline, in the front ends anywidget supports: JupyterLab, Notebook 7, VS Code, Voilà).
+The frame stays in the kernel: filtering, sorting and paging run in pandas there, and
+only the page on screen (25 rows by default) is formatted and sent to the browser. The alternatives send the whole
 frame to the browser first: itables (DataTables) formats every cell through pandas
 before the first row shows (measured on this machine: 0.52 s of Python for 10,000 turns,
 then 1.6 MB of JSON for the browser to parse), and ipydatagrid serialises the whole
