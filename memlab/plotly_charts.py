@@ -76,7 +76,8 @@ def _draw(data: Comparison, *, height: int = 380) -> "Figure":
     go = require_plotly()
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=len(data.panels), subplot_titles=[panel.title for panel in data.panels])
+    titles = [panel.title + (" · p50 plain, p95 hatched" if data.x is None and len(panel.metrics) > 1 else "") for panel in data.panels]
+    fig = make_subplots(rows=1, cols=len(data.panels), subplot_titles=titles)
     shown: set[str] = set()
     for index, panel in enumerate(data.panels):
         traces = data.panel_traces(index)
