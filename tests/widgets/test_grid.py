@@ -2,31 +2,12 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
 from memlab import ValidationError
 from memlab.widgets import FrameGrid
 
-MODES = ("concurrent", "sequential", "off")
-
-
-def turns(n: int = 60) -> pd.DataFrame:
-    """A turns-like frame: latency grows with the turn, modes cycle, every 7th turn unanswered, lanes as lists."""
-    return pd.DataFrame({
-        "qa_id": pd.array([f"qa-{index:03d}" for index in range(n)], dtype="string"),
-        "question": pd.array([f"question {index} about {'Polonium' if index % 3 == 0 else 'Turing'}" for index in range(n)], dtype="string"),
-        "mode": pd.array([MODES[index % 3] for index in range(n)], dtype="string"),
-        "answered": pd.array([index % 7 != 0 for index in range(n)], dtype="boolean"),
-        "latency_ms": pd.array([10.0 * index + 0.25 for index in range(n)], dtype="Float64"),
-        "tokens_in": pd.array([1000 + index if index != 5 else None for index in range(n)], dtype="Int64"),
-        "hit_rate": pd.array([index / n for index in range(n)], dtype="Float64"),
-        "lane_merged": [[f"e{j}" for j in range(index % 4)] for index in range(n)],
-        "used_graph_element_ids": [{"node_ids": ["n"] * (index % 2), "edge_ids": ["e", "f"]} for index in range(n)],
-    })
-
-
-def test_the_first_page_is_formatted_by_kind() -> None:
+def test_the_first_page_is_formatted_by_kind(turns) -> None:
     grid = FrameGrid(turns(), key="qa_id", page_size=10)
     view = grid.widget
     assert (view.count, view.total, view.page, grid.pages) == (60, 60, 0, 6)
@@ -41,7 +22,7 @@ def test_the_first_page_is_formatted_by_kind() -> None:
     assert grid.page_rows[3]["lane_merged"] == "3" and grid.page_rows[1]["used_graph_element_ids"] == "3"  # lists and dicts: how many ids
 
 
-def test_paging_clamps_and_follows_the_page_size() -> None:
+def test_paging_clamps_and_follows_the_page_size(turns) -> None:
     grid = FrameGrid(turns(), key="qa_id", page_size=25)
     grid.go_to(2)
     assert grid.widget.page == 2 and grid.widget.row_keys == [f"qa-{index:03d}" for index in range(50, 60)]
@@ -53,7 +34,7 @@ def test_paging_clamps_and_follows_the_page_size() -> None:
     assert len(grid.widget.rows) == 50
 
 
-def test_sorting_by_number_by_text_and_back_to_frame_order() -> None:
+def test_sorting_by_number_by_text_and_back_to_frame_order(turns) -> None:
     grid = FrameGrid(turns(), key="qa_id", page_size=5)
     grid.go_to(3)
     grid.sort("latency_ms", descending=True)
@@ -72,7 +53,7 @@ def test_sorting_by_number_by_text_and_back_to_frame_order() -> None:
         grid.sort("nope")
 
 
-def test_filters_numbers_ranges_text_flags_and_search() -> None:
+def test_filters_numbers_ranges_text_flags_and_search(turns) -> None:
     grid = FrameGrid(turns(), key="qa_id", page_size=100)
     grid.filter("latency_ms", ">500")
     assert grid.widget.total == 10 and grid.widget.row_keys[0] == "qa-050"
@@ -98,7 +79,7 @@ def test_filters_numbers_ranges_text_flags_and_search() -> None:
     assert grid.view_frame()["qa_id"].tolist() == ["qa-000", "qa-003"]
 
 
-def test_a_filter_that_cannot_be_read_is_named_and_ignored() -> None:
+def test_a_filter_that_cannot_be_read_is_named_and_ignored(turns) -> None:
     grid = FrameGrid(turns(), key="qa_id")
     grid.widget.filters = {"latency_ms": "fast", "answered": "maybe"}
     assert grid.widget.total == 60
@@ -109,7 +90,7 @@ def test_a_filter_that_cannot_be_read_is_named_and_ignored() -> None:
         grid.filter("nope", "x")
 
 
-def test_selection_calls_back_with_the_row_whether_a_click_or_code_made_it() -> None:
+def test_selection_calls_back_with_the_row_whether_a_click_or_code_made_it(turns) -> None:
     frame = turns()
     grid = FrameGrid(frame, key="qa_id", columns=["question", "latency_ms"])
     seen = []
@@ -125,7 +106,7 @@ def test_selection_calls_back_with_the_row_whether_a_click_or_code_made_it() -> 
         grid.select("qa-999")
 
 
-def test_update_keeps_the_query_and_the_selection_while_its_row_exists() -> None:
+def test_update_keeps_the_query_and_the_selection_while_its_row_exists(turns) -> None:
     grid = FrameGrid(turns(), key="qa_id", page_size=5)
     grid.sort("latency_ms", descending=True)
     grid.filter("mode", "off")
@@ -136,7 +117,7 @@ def test_update_keeps_the_query_and_the_selection_while_its_row_exists() -> None
     assert grid.widget.selected == "" and grid.widget.count == 10
 
 
-def test_without_a_key_rows_are_named_by_position_and_it_exports_as_a_static_table() -> None:
+def test_without_a_key_rows_are_named_by_position_and_it_exports_as_a_static_table(turns) -> None:
     grid = FrameGrid(turns(3).drop(columns=["lane_merged", "used_graph_element_ids"]), title="three turns")
     assert grid.widget.row_keys == ["0", "1", "2"]
     html = grid.to_html()
@@ -146,7 +127,7 @@ def test_without_a_key_rows_are_named_by_position_and_it_exports_as_a_static_tab
     assert data["application/vnd.jupyter.widget-view+json"]["model_id"] == grid.widget.model_id and "text/html" in data
 
 
-def test_it_takes_a_frame_and_a_sensible_page_size() -> None:
+def test_it_takes_a_frame_and_a_sensible_page_size(turns) -> None:
     with pytest.raises(ValidationError, match="DataFrame"):
         FrameGrid([1, 2])
     with pytest.raises(ValidationError, match="page_size"):

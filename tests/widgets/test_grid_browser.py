@@ -2,23 +2,8 @@
 
 from __future__ import annotations
 
-import pandas as pd
-
 from memlab.testing.browser import mount_widget, offline_page, settle_widget
 from memlab.widgets import FrameGrid, SessionExplorer
-
-MODES = ("concurrent", "sequential", "off")
-
-
-def turns(n: int = 200) -> pd.DataFrame:
-    return pd.DataFrame({
-        "qa_id": pd.array([f"qa-{index:04d}" for index in range(n)], dtype="string"),
-        "question": pd.array([f"question {index}" for index in range(n)], dtype="string"),
-        "mode": pd.array([MODES[index % 3] for index in range(n)], dtype="string"),
-        "latency_ms": pd.array([(index * 37) % 1000 + 0.25 for index in range(n)], dtype="Float64"),
-        "tokens_in": pd.array([1000 + index for index in range(n)], dtype="Int64"),
-    })
-
 
 async def _texts(page, selector: str) -> list[str]:
     return await page.eval_on_selector_all(selector, "nodes => nodes.map(n => n.textContent.trim())")
@@ -28,17 +13,19 @@ async def _info(page) -> str:
     return (await page.text_content(".memlab-grid-info")) or ""
 
 
-async def test_the_grid_pages_sorts_filters_and_selects_in_a_browser(tmp_path) -> None:
-    grid = FrameGrid(turns(), key="qa_id", page_size=25, title="turns")
+async def test_the_grid_pages_sorts_filters_and_selects_in_a_browser(turns, tmp_path) -> None:
+    frame = turns(200)
+    grid = FrameGrid(frame, key="qa_id", page_size=25, title="turns")
     picked = []
     grid.on_select(lambda key, row: picked.append(key))
     async with offline_page() as browser:
         page = browser.page
         await mount_widget(browser, grid.widget)
-        assert await _texts(page, ".memlab-grid-names th .memlab-grid-name") == ["qa_id", "question", "mode", "latency_ms", "tokens_in"]
+        assert await _texts(page, ".memlab-grid-names th .memlab-grid-name") == list(frame.columns)
         assert len(await page.query_selector_all(".memlab-grid-table tbody tr")) == 25
         assert await _info(page) == "rows 1–25 of 200" and await page.text_content(".memlab-grid-page") == "page 1 of 8"
-        assert await _texts(page, "tbody tr:first-child td") == ["qa-0000", "question 0", "concurrent", "0.250", "1,000"]
+        assert await _texts(page, "tbody tr:first-child td") == ["qa-000", "question 0 about Polonium", "concurrent", "no", "0.250", "1,000",
+                                                                 "0.000", "0", "2"]  # formatted by kind; lanes and ids as counts
         await page.screenshot(path=str(tmp_path / "grid-first-page.png"), full_page=True)
 
         await page.click("th[data-column='latency_ms']")  # sort ascending, then descending
@@ -47,7 +34,7 @@ async def test_the_grid_pages_sorts_filters_and_selects_in_a_browser(tmp_path) -
         await page.click("th[data-column='latency_ms']")
         await settle_widget(browser)
         first = await _texts(page, "tbody tr:first-child td")
-        assert grid.widget.descending and first[3] == "999" == grid.page_rows[0]["latency_ms"]
+        assert grid.widget.descending and first[4] == "1,990" == grid.page_rows[0]["latency_ms"]
         assert await page.get_attribute("th[data-column='latency_ms']", "aria-sort") == "descending"
 
         await page.fill("input[data-column='mode']", "off")  # a column filter, sent after the typing pauses
@@ -55,6 +42,7 @@ async def test_the_grid_pages_sorts_filters_and_selects_in_a_browser(tmp_path) -
         await settle_widget(browser)
         assert grid.widget.filters == {"mode": "off"} and await _info(page) == "rows 1–25 of 66 (filtered from 200)"
         assert set(await _texts(page, "tbody td:nth-child(3)")) == {"off"}
+        assert (await _texts(page, "tbody tr:first-child td"))[0] == "qa-197"  # still sorted: the slowest "off" turn first
 
         await page.click(".memlab-grid-next")
         await settle_widget(browser)

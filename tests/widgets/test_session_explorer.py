@@ -112,11 +112,8 @@ async def test_saving_nothing_says_so_and_writes_nothing(chat) -> None:
     assert all(entry.feedback_text is None and entry.feedback_score is None for entry in await stack.session.get_session(session_id="chat"))
 
 
-async def test_switching_session_and_user_updates_the_turns(chat, ask) -> None:
-    stack, _, qa_ids = chat
-    other_qa = await ask("Who described the Turing machine?", session_id="other")
-    agent = await stack.users.create("agent", parent_user_id=(await stack.users.default()).id)
-    agent_qa = await ask("Where did Alan Turing work?", session_id="agent-chat", user=agent)
+async def test_switching_session_and_user_updates_the_turns(two_users) -> None:
+    stack, qa_ids, other_qa, agent, agent_qa = two_users
     explorer = SessionExplorer(stack)
     await explorer.refresh()
     assert {value for _, value in explorer.session_select.options} == {"chat", "other"}
@@ -134,10 +131,8 @@ async def test_switching_session_and_user_updates_the_turns(chat, ask) -> None:
     assert explorer.turn_grid.widget.row_keys == [agent_qa] and explorer.turn_grid.page_rows[0]["question"] == "Where did Alan Turing work?"
 
 
-async def test_open_jumps_to_a_session_of_another_user(chat, ask) -> None:
-    stack, _, qa_ids = chat
-    agent = await stack.users.create("agent", parent_user_id=(await stack.users.default()).id)
-    agent_qa = await ask("Where did Alan Turing work?", session_id="agent-chat", user=agent)
+async def test_open_jumps_to_a_session_of_another_user(two_users) -> None:
+    stack, qa_ids, _, agent, agent_qa = two_users
     explorer = SessionExplorer(stack)
     await explorer.open("agent-chat", agent.id)
     assert (explorer.user_select.value, explorer.session_select.value) == (str(agent.id), "agent-chat")
@@ -159,10 +154,8 @@ async def test_a_user_without_sessions_and_a_stored_note(stack) -> None:
     assert row["mode"] == "" and row["latency_ms"] == ""
 
 
-async def test_session_id_picks_the_first_session_and_its_owner(chat, ask) -> None:
-    stack, _, _ = chat
-    agent = await stack.users.create("agent", parent_user_id=(await stack.users.default()).id)
-    agent_qa = await ask("Where did Alan Turing work?", session_id="agent-chat", user=agent)
+async def test_session_id_picks_the_first_session_and_its_owner(two_users) -> None:
+    stack, _, _, agent, agent_qa = two_users
     explorer = SessionExplorer(stack, session_id="agent-chat")
     await explorer.refresh()
     assert (explorer.user_select.value, explorer.session_select.value) == (str(agent.id), "agent-chat")

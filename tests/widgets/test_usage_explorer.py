@@ -27,12 +27,9 @@ async def test_sessions_and_usage_are_grids_formatted_by_kind(chat, ask) -> None
     assert "last 24h" in view.cost.value
 
 
-async def test_selecting_a_session_opens_it_in_a_session_explorer(chat, ask) -> None:
+async def test_selecting_a_session_opens_it_in_a_session_explorer(two_users) -> None:
     """The click-through of the usage view: a row's ``selected`` trait (what a click sets) opens that session below."""
-    stack, _, qa_ids = chat
-    other_qa = await ask("Who described the Turing machine?", session_id="other")
-    agent = await stack.users.create("agent", parent_user_id=(await stack.users.default()).id)
-    agent_qa = await ask("Where did Alan Turing work?", session_id="agent-chat", user=agent)
+    stack, qa_ids, other_qa, agent, agent_qa = two_users
     view = UsageExplorer(stack)
     await view.refresh()
     assert view.explorer is None
