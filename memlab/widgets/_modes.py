@@ -99,8 +99,9 @@ class ModeComparison(Explorer):
             from memlab.plotly_charts import comparison_plot
 
             self.figure = comparison_plot(self.results, series=series, x=x, metrics=self.metrics)
-            self.chart = FigureWidget(self.figure)
+            previous, self.chart = self.chart, FigureWidget(self.figure)
             self.chart_box.children = (self.chart,)
+            previous.close()  # the panels' axes change with x: a new figure widget, the old one's model closed
         else:
             self.figure = comparison_figure(self.results, series=series, x=x, metrics=self.metrics)
             self.chart.value = figure_png(self.figure)

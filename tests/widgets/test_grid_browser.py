@@ -54,6 +54,11 @@ async def test_the_grid_pages_sorts_filters_and_selects_in_a_browser(turns, tmp_
         assert grid.widget.selected == key and picked == [key]
         assert await page.get_attribute(f"tr[data-key='{key}']", "class") == "memlab-selected"
 
+        await page.keyboard.press("Shift+Tab")  # the row before, by keyboard
+        await page.keyboard.press("Enter")
+        await settle_widget(browser)
+        assert grid.widget.selected != key and picked[-1] == grid.widget.selected
+
         await page.fill("input[data-column='latency_ms']", "fast")  # a filter that cannot be read is named
         await page.wait_for_function("document.querySelector('.memlab-grid-message').textContent.length > 0")
         assert "latency_ms: use a number" in (await page.text_content(".memlab-grid-message") or "")
@@ -76,3 +81,19 @@ async def test_clicking_a_turn_in_the_session_explorer_opens_its_inspector(chat,
     assert explorer.inspector is not None and explorer.inspector.qa_id == qa_ids[2]
     assert explorer.inspector.trace is not None and explorer.inspector_box.children == (explorer.inspector.widget,)
     assert browser.errors == []
+
+
+async def test_the_static_export_of_a_grid_shows_its_page(turns, tmp_path) -> None:
+    """Saved without widget state, a grid is its page as a plain table (the text/html of its mime bundle)."""
+    grid = FrameGrid(turns(200), key="qa_id", page_size=10, title="turns")
+    grid.filter("mode", "off")
+    path = tmp_path / "grid.html"
+    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'></head><body>{grid.to_html()}</body></html>", encoding="utf-8")
+    async with offline_page() as browser:
+        await browser.page.goto(path.as_uri())
+        header = await _texts(browser.page, "table.memlab-table th")
+        cells = await _texts(browser.page, "table.memlab-table tr:nth-child(2) td")
+        note = await browser.page.text_content(".memlab-note")
+        await browser.page.screenshot(path=str(tmp_path / "grid-static.png"))
+    assert header == list(turns().columns) and cells[:3] == ["qa-002", "question 2 about Turing", "off"]
+    assert note == "rows 1–10 of 66 (filtered from 200)" and browser.errors == [] and browser.blocked == []

@@ -138,7 +138,14 @@ function render({ model, el }) {
         if (text.length > 40) td.title = text;
         tr.append(td);
       });
+      tr.tabIndex = 0;  // rows are reachable with Tab; Enter or Space selects, as a click does
       tr.addEventListener("click", () => save({ selected: tr.dataset.key }));
+      tr.addEventListener("keydown", (event) => {
+        if (event.key === "Enter" || event.key === " ") {
+          event.preventDefault();
+          save({ selected: tr.dataset.key });
+        }
+      });
       return tr;
     });
     if (!rows.length) {
