@@ -93,7 +93,7 @@ function render({ model, el }) {
       const input = element("input");
       input.type = "text";
       input.dataset.column = column.name;
-      input.placeholder = column.numeric ? ">10, <=5, 1..9" : "contains";
+      input.placeholder = column.numeric ? ">10, <=5, 1..9" : column.kind === "bool" ? "yes or no" : "contains";
       input.setAttribute("aria-label", `filter ${column.name}`);
       input.addEventListener("input", pushFilters);
       cell.append(input);
