@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -85,16 +85,20 @@ class ModeDemoResult:
         return self.frame[self.frame["status"] == "failed"]
 
 
-def format_mode_table(summary: "pandas.DataFrame") -> str:
-    """The summary (one row per mode, one column per metric) as the demo's text table, numbers formatted by kind."""
-    from memlab.experiments._modes import UNITS
+def format_mode_table(summary: "pandas.DataFrame", units: Mapping[str, str] | None = None) -> str:
+    """The summary (one row per mode, one column per metric) as the demo's text table, numbers formatted by kind.
 
+    ``units``: metric -> unit (:func:`memlab.charts.metric_units` of the Grid frame) for each
+    column's kind; without it the kind comes from the metric's name and dtype.
+    """
+    units = units or {}
+    dtypes = {str(column): summary[column].dtype for column in summary.columns}
     headings = ["mode"] + [heading for heading, _ in _TABLE]
     rows = []
     for _, row in summary.iterrows():
         cells = [str(row[MODE_COLUMN])]
         for _, metric in _TABLE:
-            cells.append(format_value(row.get(metric), value_kind(metric, unit=UNITS.get(metric)), missing="-"))
+            cells.append(format_value(row.get(metric), value_kind(metric, dtype=dtypes.get(metric), unit=units.get(metric)), missing="-"))
         rows.append(cells)
     widths = [max([len(headings[i]), *(len(row[i]) for row in rows)]) for i in range(len(headings))]  # rows may be empty
     lines = ["  ".join(text.ljust(width) if i == 0 else text.rjust(width) for i, (text, width) in enumerate(zip(line, widths)))
@@ -196,7 +200,7 @@ async def run_mode_demo(
         summary = summary.assign(cpus=machine.cpus, load_avg_before=machine.load_before, load_avg_after=machine.load_after,
                                  embedder=machine.embedder)
     out("")
-    out(format_mode_table(summary))
+    out(format_mode_table(summary, metric_units(frame)))
     out(f"measured on {machine.describe()}")
     out("")
     headline = _headline(summary, machine)
