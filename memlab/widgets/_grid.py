@@ -306,13 +306,15 @@ class FrameGrid:
         view = self.widget
         positions, problems = self._query()
         total = len(positions)
-        pages = max(1, math.ceil(total / view.page_size))
+        size = max(1, view.page_size)
+        pages = max(1, math.ceil(total / size))
         page = min(max(0, view.page), pages - 1)
-        chosen = positions[page * view.page_size : (page + 1) * view.page_size]
+        chosen = positions[page * size : (page + 1) * size]
         rows = self._cells(chosen)
         self._busy = True
         try:
             with view.hold_sync():
+                view.page_size = size
                 view.page = page
                 view.total = total
                 view.message = "; ".join(problems)
@@ -410,7 +412,7 @@ class FrameGrid:
     @property
     def pages(self) -> int:
         """How many pages the rows passing the filters fill (at least 1)."""
-        return max(1, math.ceil(self.widget.total / self.widget.page_size))
+        return max(1, math.ceil(self.widget.total / max(1, self.widget.page_size)))
 
     @property
     def page_rows(self) -> list[dict[str, str]]:

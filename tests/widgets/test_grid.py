@@ -32,6 +32,8 @@ def test_paging_clamps_and_follows_the_page_size(turns) -> None:
     assert grid.pages == 2 and grid.widget.page == 1 and len(grid.widget.rows) == 10
     grid.widget.page = 0  # "first"
     assert len(grid.widget.rows) == 50
+    grid.widget.page_size = 0  # nonsense from a front end: one row per page
+    assert grid.widget.page_size == 1 and grid.pages == 60
 
 
 def test_sorting_by_number_by_text_and_back_to_frame_order(turns) -> None:
