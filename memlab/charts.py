@@ -2,12 +2,28 @@
 
 Pure functions shared by :mod:`memlab.widgets` and the HTML report of ``make demo``.
 Figures are built as :class:`matplotlib.figure.Figure` objects directly (no pyplot
-state, any backend); :func:`figure_png` / :func:`figure_data_uri` embed them.
+state, any backend); :func:`figure_png` / :func:`figure_data_uri` embed them. The
+interactive (plotly) versions of the same charts are in :mod:`memlab.plotly_charts`;
+both draw from one description of the chart (:func:`comparison_data`,
+:func:`turn_latency_data`), so the two always show the same numbers.
 
 An experiment's result frame (:meth:`memlab.experiments.Grid.run`) has the columns
 :data:`RESULT_COLUMNS` plus one column per vary key, named as the key
 (``"analysis.search_mode"``, ``"llm_latency_ms"``): one row per (cell, seed,
 workload, metric), ``status`` ``"ok"`` or ``"failed"``.
+
+Rules every chart follows:
+
+* numbers are formatted by kind (:func:`memlab.charts.format_value`, the one rule of
+  the explorers and the report: counts as integers, ratios and ms to a sensible precision);
+* a metric with an interval in the frame (``<metric>_lo`` / ``<metric>_hi``,
+  :func:`interval_metrics`, such as :class:`memlab.experiments.ConversationalBenchmark`'s
+  bootstrap intervals over questions) is drawn with that interval (medians over seeds);
+  otherwise a whisker from the min to the max over seeds is drawn only where two or more
+  seeds ran (:func:`show_error_bars`): one run has no spread to show;
+* series that coincide stay distinguishable (:func:`series_styles`): each has its own
+  marker shape, markers shrink and lines thin from one series to the next and are drawn
+  in that order, so equal values show as nested markers of different colours.
 """
 
 from __future__ import annotations
@@ -15,8 +31,10 @@ from __future__ import annotations
 import base64
 import io
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from memlab._format import format_value, value_kind
 from memlab.exceptions import ValidationError
 
 if TYPE_CHECKING:
@@ -25,15 +43,30 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_METRICS",
+    "MIN_SEEDS_FOR_ERROR_BARS",
+    "PALETTE",
     "RESULT_COLUMNS",
+    "Comparison",
+    "Panel",
+    "Point",
+    "SeriesStyle",
+    "Trace",
+    "comparison_data",
     "comparison_figure",
     "comparison_summary",
     "failed_cells",
     "figure_data_uri",
     "figure_png",
+    "format_value",
     "interval_metrics",
+    "metric_units",
     "phase_timeline_figure",
     "require_matplotlib",
+    "series_styles",
+    "show_error_bars",
+    "turn_latency_data",
+    "turn_latency_figure",
+    "value_kind",
     "vary_columns",
 ]
 
@@ -41,8 +74,53 @@ __all__ = [
 RESULT_COLUMNS = ("cell", "seed", "workload", "metric", "value", "unit", "status", "error", "cached")
 #: the panels :func:`comparison_figure` draws by default (the two latencies share one)
 DEFAULT_METRICS = ("latency_p50_ms", "latency_p95_ms", "tokens_per_turn", "hit_rate")
+#: a group of runs needs this many distinct seeds before a chart draws its spread (see :func:`show_error_bars`)
+MIN_SEEDS_FOR_ERROR_BARS = 2
+#: series colours, in order (matplotlib's tab10, so PNG and plotly charts agree)
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+_MARKERS = (("o", "circle"), ("s", "square"), ("D", "diamond"), ("^", "triangle-up"), ("v", "triangle-down"), ("P", "cross"), ("X", "x"), ("*", "star"))
 _LATENCY = ("latency_p50_ms", "latency_p95_ms")
 _INSTALL_HINT = "pip install 'memlab[widgets]'"
+
+
+def show_error_bars(seeds: int) -> bool:
+    """Whether a chart draws a whisker (min to max) for a value aggregated over ``seeds`` distinct seeds: two or more.
+
+    The one place this rule lives: :func:`comparison_figure`, :func:`turn_latency_figure`
+    and their plotly versions ask it for every point.
+    """
+    return seeds >= MIN_SEEDS_FOR_ERROR_BARS
+
+
+@dataclass(frozen=True)
+class SeriesStyle:
+    """How one series is drawn: colour, marker (matplotlib name and plotly symbol), marker size (points) and line width."""
+
+    color: str
+    marker: str
+    symbol: str
+    size: float
+    width: float
+
+
+def series_styles(values: Sequence[Any]) -> dict[Any, SeriesStyle]:
+    """A distinct style per series value, in order: its own colour and marker shape, markers and lines a little smaller each time.
+
+    Drawn in this order, series whose values coincide show as nested markers (a large
+    circle around a smaller square around a smaller diamond...) over lines of
+    decreasing width, so none hides another.
+    """
+    styles = {}
+    for index, value in enumerate(dict.fromkeys(values)):
+        marker, symbol = _MARKERS[index % len(_MARKERS)]
+        styles[value] = SeriesStyle(
+            color=PALETTE[index % len(PALETTE)],
+            marker=marker,
+            symbol=symbol,
+            size=max(4.0, 11.0 - 2.0 * index),
+            width=max(1.0, 3.5 - 0.75 * index),
+        )
+    return styles
 
 
 def require_matplotlib() -> Any:
@@ -96,25 +174,42 @@ def _ok_rows(frame: "pandas.DataFrame") -> "pandas.DataFrame":
     ok = frame[frame["status"].astype("string") == "ok"]
     ok = ok[ok["metric"].notna()].copy()
     ok["value"] = pd.to_numeric(ok["value"], errors="coerce").astype("Float64")
+    ok["metric"] = ok["metric"].astype(str)
     return ok
 
 
-def _grouped(frame: "pandas.DataFrame", by: Sequence[str], hows: Sequence[str]) -> list["pandas.DataFrame"]:
-    """Per aggregate of ``hows`` ("median", "min", "max"): ``value`` per group of ``by`` (first-appearance order), one column per metric."""
+@dataclass(frozen=True)
+class _Group:
+    key: tuple[Any, ...]
+    median: dict[str, Any]
+    low: dict[str, Any]
+    high: dict[str, Any]
+    seeds: dict[str, int]
+
+
+def _aggregate(frame: "pandas.DataFrame", by: Sequence[str]) -> tuple[list[str], list[_Group]]:
+    """The metrics (first-appearance order) and, per group of ``by`` (first-appearance order), each metric's median, min, max and seed count over ok rows."""
     import pandas as pd
 
-    ok = _ok_rows(frame)
-    metrics = list(dict.fromkeys(ok["metric"].astype(str)))
-    groups: Any = ok.groupby(list(by), sort=False, dropna=False) if by and not ok.empty else [((), ok)]
-    rows: dict[str, list[dict[str, Any]]] = {how: [] for how in hows}
+    ok = _ok_rows(frame).reset_index(drop=True)  # a concatenated frame may repeat index labels
+    metrics = list(dict.fromkeys(ok["metric"]))
+    if ok.empty:
+        return metrics, []
+    seeds = ok["seed"] if "seed" in ok.columns else pd.Series(0, index=ok.index)
+    groups: Any = ok.groupby(list(by), sort=False, dropna=False) if by else [((), ok)]
+    found = []
     for key, group in groups:
-        if group.empty and by:
-            continue
-        values = key if isinstance(key, tuple) else (key,)
-        per_metric = group.groupby(group["metric"].astype(str), sort=False)["value"].agg(list(hows))
-        for how in hows:
-            rows[how].append({**dict(zip(by, values)), **{metric: per_metric[how].get(metric, pd.NA) for metric in metrics}})
-    return [pd.DataFrame(rows[how], columns=[*by, *metrics]).astype({metric: "Float64" for metric in metrics}) for how in hows]
+        values = group.groupby("metric", sort=False)["value"]
+        stats = values.agg(["median", "min", "max"])
+        counts = seeds.loc[group.index].groupby(group["metric"], sort=False).nunique()
+        found.append(_Group(
+            key=key if isinstance(key, tuple) else (key,),
+            median=stats["median"].to_dict(),
+            low=stats["min"].to_dict(),
+            high=stats["max"].to_dict(),
+            seeds={str(metric): int(count) for metric, count in counts.items()},
+        ))
+    return metrics, found
 
 
 def comparison_summary(frame: "pandas.DataFrame", by: Sequence[str]) -> "pandas.DataFrame":
@@ -125,9 +220,21 @@ def comparison_summary(frame: "pandas.DataFrame", by: Sequence[str]) -> "pandas.
     never produced is NA. ``by`` empty: a single row over the whole frame. Raises
     ``ValidationError`` when a ``by`` column or a result column is missing.
     """
+    import pandas as pd
+
     by = list(by)
     _check_frame(frame, by)
-    return _grouped(frame, by, ["median"])[0]
+    metrics, groups = _aggregate(frame, by)
+    rows = [{**dict(zip(by, group.key)), **{metric: group.median.get(metric, pd.NA) for metric in metrics}} for group in groups]
+    return pd.DataFrame(rows, columns=[*by, *metrics]).astype({metric: "Float64" for metric in metrics})
+
+
+def metric_units(frame: "pandas.DataFrame") -> dict[str, str]:
+    """Metric -> unit of a result frame (its ``unit`` column; metrics without one are left out)."""
+    if "unit" not in frame.columns:
+        return {}
+    rows = frame[frame["metric"].notna() & frame["unit"].notna()].drop_duplicates("metric")
+    return {str(metric): str(unit) for metric, unit in zip(rows["metric"], rows["unit"]) if str(unit)}
 
 
 def failed_cells(frame: "pandas.DataFrame") -> "pandas.DataFrame":
@@ -153,13 +260,6 @@ def _panels(metrics: Sequence[str]) -> list[tuple[str, ...]]:
         else:
             panels.append((metric,))
     return panels
-
-
-def _units(frame: "pandas.DataFrame") -> dict[str, str]:
-    if "unit" not in frame.columns:
-        return {}
-    rows = frame[frame["metric"].notna() & frame["unit"].notna()].drop_duplicates("metric")
-    return {str(metric): str(unit) for metric, unit in zip(rows["metric"], rows["unit"]) if str(unit)}
 
 
 def _panel_title(panel: tuple[str, ...], units: Mapping[str, str]) -> str:
@@ -190,38 +290,131 @@ def interval_metrics(metric: str) -> tuple[str, str]:
     return f"{metric}_lo", f"{metric}_hi"
 
 
-def _whiskers(frame: "pandas.DataFrame", by: Sequence[str]) -> tuple["pandas.DataFrame", "pandas.DataFrame", "pandas.DataFrame"]:
-    """Per group of ``by``: the median of every metric, and the whiskers' low and high ends (NA: no whisker).
+@dataclass(frozen=True)
+class Point:
+    """One drawn value: at ``x``, the ``median`` over ``seeds`` seeds, spread ``low`` .. ``high``.
 
-    A metric with interval metrics (:func:`interval_metrics`, e.g. a workload's bootstrap
-    interval over questions) whiskers from the median over seeds of its ``_lo`` to that of
-    its ``_hi``; otherwise, where the group has more than one ok seed, from the minimum to the
-    maximum over them; otherwise (one seed, no interval) it has none.
+    The spread is the metric's interval when the frame has one (``interval``: the medians
+    over seeds of its :func:`interval_metrics`, e.g. a bootstrap interval over questions),
+    else the min and max over seeds.
     """
-    import pandas as pd
 
-    median, low, high = _grouped(frame, by, ["median", "min", "max"])
-    seeds = _seed_counts(frame, by, len(median))
-    for metric in [column for column in median.columns if column not in by]:
-        lo, hi = interval_metrics(metric)
-        if lo in median.columns and hi in median.columns:
-            low[metric], high[metric] = median[lo], median[hi]
-        else:
-            spread = pd.Series([count > 1 for count in seeds], index=median.index)
-            low[metric] = low[metric].where(spread, pd.NA)
-            high[metric] = high[metric].where(spread, pd.NA)
-    return median, low, high
+    x: Any
+    median: float
+    low: float
+    high: float
+    seeds: int
+    interval: bool = False
+
+    @property
+    def error_bar(self) -> bool:
+        """Whether this point's spread is drawn: an interval always, a min-max spread from two seeds (:func:`show_error_bars`)."""
+        return self.interval or show_error_bars(self.seeds)
 
 
-def _seed_counts(frame: "pandas.DataFrame", by: Sequence[str], groups: int) -> list[int]:
-    """The number of distinct seeds among each group's ok rows (the groups of :func:`_grouped`, in its order)."""
-    ok = _ok_rows(frame)
-    if "seed" not in ok.columns:
-        return [1] * groups
-    if not by:
-        return [int(ok["seed"].nunique())] * groups
-    counts = ok.groupby(list(by), sort=False, dropna=False)["seed"].nunique()
-    return [int(count) for count in counts.tolist()]
+@dataclass(frozen=True)
+class Panel:
+    """One chart panel: the metrics it shows, its title, and the kind (:func:`format_value`) of its values."""
+
+    metrics: tuple[str, ...]
+    title: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One series of one metric in panel ``panel``: a bar per point (bars) or a line through them (lines).
+
+    ``slot``: the metric's place in its panel (0: p50 / the only metric, drawn solid and
+    plain; 1: p95, dashed and hatched).
+    """
+
+    panel: int
+    metric: str
+    series_value: Any
+    label: str
+    slot: int
+    points: tuple[Point, ...]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What :func:`comparison_figure` and :func:`memlab.plotly_charts.comparison_plot` draw.
+
+    ``x`` None: bars, one group per series value (``points[0].x`` is the series value).
+    Otherwise lines over ``x_values`` (sorted; numbers when ``x_numeric``).
+    """
+
+    series: str
+    x: str | None
+    panels: tuple[Panel, ...]
+    series_values: tuple[Any, ...]
+    traces: tuple[Trace, ...]
+    x_values: tuple[Any, ...]
+    x_numeric: bool
+    styles: Mapping[Any, SeriesStyle]
+
+    def panel_traces(self, index: int) -> list[Trace]:
+        return [trace for trace in self.traces if trace.panel == index]
+
+
+def comparison_data(
+    frame: "pandas.DataFrame",
+    *,
+    series: str,
+    x: str | None = None,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+) -> Comparison:
+    """The panels, series and points of a comparison chart of ``metrics`` (medians over ok seeds) by ``series`` (and ``x``).
+
+    Raises ``ValidationError`` for an unknown column, ``series == x`` or no metric.
+    """
+    if x is not None and x == series:
+        raise ValidationError(f"series and x are the same column {series!r}")
+    by = [series] + ([x] if x is not None else [])
+    _check_frame(frame, by)
+    panels = _panels(list(metrics))
+    if not panels:
+        raise ValidationError("comparison_figure needs at least one metric")
+    _, groups = _aggregate(frame, by)
+    units = metric_units(frame)
+    series_values = tuple(dict.fromkeys(group.key[0] for group in groups))
+    x_values: tuple[Any, ...] = ()
+    numeric = False
+    if x is not None:
+        raw = list(dict.fromkeys(group.key[1] for group in groups))
+        as_numbers = _numeric(raw)
+        numeric = as_numbers is not None
+        x_values = tuple(value for _, value in sorted(zip(as_numbers, raw), key=lambda pair: pair[0])) if as_numbers is not None else tuple(sorted(raw, key=str))
+    traces = []
+    for index, panel in enumerate(panels):
+        for slot, metric in enumerate(panel):
+            for value in series_values:
+                points = []
+                for group in groups:
+                    if group.key[0] != value or _missing(group.median.get(metric, float("nan"))):
+                        continue
+                    lo, hi = interval_metrics(metric)
+                    interval = not _missing(group.median.get(lo, float("nan"))) and not _missing(group.median.get(hi, float("nan")))
+                    points.append(Point(
+                        x=group.key[1] if x is not None else value,
+                        median=float(group.median[metric]),
+                        low=float(group.median[lo] if interval else group.low[metric]),
+                        high=float(group.median[hi] if interval else group.high[metric]),
+                        seeds=group.seeds.get(metric, 0),
+                        interval=interval,
+                    ))
+                if not points:
+                    continue
+                if x is not None:
+                    points.sort(key=lambda point: x_values.index(point.x))
+                label = str(value) if len(panel) == 1 else f"{value} {_series_label(metric, panel)}"
+                traces.append(Trace(index, metric, value, label, slot, tuple(points)))
+    panel_info = tuple(
+        Panel(panel, _panel_title(panel, units), value_kind(panel[0], unit=units.get(panel[0], "ms" if panel == _LATENCY else None)))
+        for panel in panels
+    )
+    return Comparison(series, x, panel_info, series_values, tuple(traces), x_values, numeric, series_styles(series_values))
 
 
 def comparison_figure(
@@ -236,127 +429,137 @@ def comparison_figure(
     Panels, left to right, follow ``metrics``; ``latency_p50_ms`` and ``latency_p95_ms``
     share one panel (p50 solid / plain, p95 dashed / hatched). ``x`` None: grouped bars,
     one group per series value. ``x`` a column: one line per series value over the
-    sorted ``x`` values (numeric when they all are). Error bars only where there is a
-    spread to show: a metric's interval when the frame has one (``<metric>_lo`` /
-    ``<metric>_hi`` metrics, such as :class:`memlab.experiments.ConversationalBenchmark`'s
-    bootstrap intervals; medians over seeds), else the min to the max over a group's ok
-    seeds when it has more than one; with one seed and no interval, none. A metric the
-    frame lacks gets a panel saying "no data". Raises ``ValidationError`` for an unknown
-    column.
+    sorted ``x`` values (numeric when they all are), each series with its own marker
+    (:func:`series_styles`). Whiskers: a metric's interval when the frame has one
+    (:func:`interval_metrics`), else the min to the max over seeds where two or more
+    seeds ran (:func:`show_error_bars`). A metric the frame lacks gets a panel
+    saying "no data". Raises ``ValidationError`` for an unknown column.
     """
-    if x is not None and x == series:
-        raise ValidationError(f"series and x are the same column {series!r}")
-    by = [series] + ([x] if x is not None else [])
-    _check_frame(frame, by)
-    panels = _panels(list(metrics))
-    if not panels:
-        raise ValidationError("comparison_figure needs at least one metric")
-    median, low, high = _whiskers(frame, by)
-    units = _units(frame)
-    fig = _new_figure(max(4.0, 4.0 * len(panels)), 3.4)
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    series_values = list(dict.fromkeys(median[series].tolist())) if not median.empty else []
-    colors = {value: f"C{index % 10}" for index, value in enumerate(series_values)}
-    for ax, panel in zip(axes, panels):
-        ax.set_title(_panel_title(panel, units))
-        present = [metric for metric in panel if metric in median.columns]
-        if not present or not series_values:
+    data = comparison_data(frame, series=series, x=x, metrics=metrics)
+    fig = _new_figure(max(4.0, 4.0 * len(data.panels)), 3.4)
+    axes = fig.subplots(1, len(data.panels), squeeze=False)[0]
+    for index, (ax, panel) in enumerate(zip(axes, data.panels)):
+        ax.set_title(panel.title)
+        traces = data.panel_traces(index)
+        if not traces:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
             ax.set_xticks([])
             ax.set_yticks([])
             continue
         if x is None:
-            _bars(ax, median, low, high, series, series_values, present, panel, colors)
+            _bars(ax, data, panel, traces)
         else:
-            _lines(ax, median, low, high, series, x, series_values, present, panel, colors)
+            _lines(ax, data, traces)
         ax.grid(axis="y", alpha=0.3)
-        values = [float(v) for metric in present for v in (*high[metric], *median[metric]) if not _missing(v)]
-        if values and min(values) >= 0:  # counts, times, ratios: start the axis at zero
-            top = max(values)
-            ax.set_ylim(0, 1.05 if units.get(panel[0]) == "ratio" and top <= 1 else None)
-    if x is not None and series_values:
+        ax.yaxis.set_major_formatter(lambda value, _: format_value(value, panel.kind))
+        highs = [point.high for trace in traces for point in trace.points]
+        if highs and min(point.low for trace in traces for point in trace.points) >= 0:  # counts, times, ratios: start at zero
+            ax.set_ylim(0, 1.05 if panel.kind == "ratio" and max(highs) <= 1 else None)
+    if x is not None and data.traces:
         handles, labels = axes[0].get_legend_handles_labels()
         if handles:
             fig.legend(handles, labels, loc="outside right upper", fontsize="small", title=series, title_fontsize="small")
     return fig
 
 
-def _bars(ax: Any, median: Any, low: Any, high: Any, series: str, values: list[Any], present: list[str], panel: tuple[str, ...], colors: dict[Any, str]) -> None:
-    width = 0.8 / len(present)
-    for slot, metric in enumerate(present):
-        offset = (slot - (len(present) - 1) / 2) * width
-        for position, value in enumerate(values):
-            row = median[series] == value
-            mid = median.loc[row, metric].iloc[0]
-            if _missing(mid):
-                continue
-            lo, hi = low.loc[low[series] == value, metric].iloc[0], high.loc[high[series] == value, metric].iloc[0]
-            whisker = None if _missing(lo) or _missing(hi) else [[float(mid) - float(lo)], [float(hi) - float(mid)]]
-            ax.bar(
-                position + offset,
-                float(mid),
-                width * 0.95,
-                color=colors[value],
-                alpha=1.0 if slot == 0 else 0.55,
-                hatch=None if slot == 0 else "//",
-                yerr=whisker,
-                capsize=3 if whisker else 0,
-            )
-    ax.set_xticks(range(len(values)), [str(value) for value in values])
-    ax.set_xlabel(series)
-    if len(present) > 1:
+def _bars(ax: Any, data: Comparison, panel: Panel, traces: list[Trace]) -> None:
+    slots = len(panel.metrics)
+    width = 0.8 / slots
+    positions = {value: position for position, value in enumerate(data.series_values)}
+    for trace in traces:
+        offset = (trace.slot - (slots - 1) / 2) * width
+        [point] = trace.points
+        style = data.styles[trace.series_value]
+        ax.bar(
+            positions[trace.series_value] + offset,
+            point.median,
+            width * 0.95,
+            color=style.color,
+            alpha=1.0 if trace.slot == 0 else 0.55,
+            hatch=None if trace.slot == 0 else "//",
+            yerr=[[point.median - point.low], [point.high - point.median]] if point.error_bar else None,
+            capsize=3,
+        )
+    ax.set_xticks(range(len(data.series_values)), [str(value) for value in data.series_values])
+    ax.set_xlabel(data.series)
+    if slots > 1:
         from matplotlib.patches import Patch
 
         keys = [
-            Patch(facecolor="0.45", alpha=1.0 if slot == 0 else 0.55, hatch=None if slot == 0 else "//", label=_series_label(metric, panel))
-            for slot, metric in enumerate(present)
+            Patch(facecolor="0.45", alpha=1.0 if slot == 0 else 0.55, hatch=None if slot == 0 else "//", label=_series_label(metric, panel.metrics))
+            for slot, metric in enumerate(panel.metrics)
         ]
         ax.legend(handles=keys, fontsize="small")
 
 
-def _lines(ax: Any, median: Any, low: Any, high: Any, series: str, x: str, values: list[Any], present: list[str], panel: tuple[str, ...],
-           colors: dict[Any, str]) -> None:
-    xs_all = list(dict.fromkeys(median[x].tolist()))
-    numeric = _numeric(xs_all)
-    if numeric is not None:
-        order = [value for _, value in sorted(zip(numeric, xs_all), key=lambda pair: pair[0])]
-        position = {value: float(value) for value in order}
-    else:
-        order = sorted(xs_all, key=str)
-        position = {value: float(index) for index, value in enumerate(order)}
-    styles = ("-", "--", ":", "-.")
-    for slot, metric in enumerate(present):
-        for value in values:
-            chosen = median[series] == value
-            rows, lows, highs = median[chosen], low[chosen], high[chosen]
-            points = sorted(
-                ((position[xv], float(yv), lo, hi) for xv, yv, lo, hi in zip(rows[x], rows[metric], lows[metric], highs[metric]) if not _missing(yv)),
-                key=lambda point: point[0],
-            )
-            if not points:
-                continue
-            label = str(value) if len(present) == 1 else f"{value} {_series_label(metric, panel)}"
-            ax.plot(
-                [p[0] for p in points],
-                [p[1] for p in points],
-                styles[slot % len(styles)],
-                marker="o" if slot == 0 else "s",
-                color=colors[value],
-                label=label,
-            )
-            spread = [(px, py, float(lo), float(hi)) for px, py, lo, hi in points if not _missing(lo) and not _missing(hi)]
-            if spread:
-                ax.errorbar(
-                    [p[0] for p in spread],
-                    [p[1] for p in spread],
-                    yerr=[[p[1] - p[2] for p in spread], [p[3] - p[1] for p in spread]],
-                    fmt="none",
-                    ecolor=colors[value],
-                    capsize=3,
-                )
-    if numeric is None:
-        ax.set_xticks(range(len(order)), [str(value) for value in order])
-    ax.set_xlabel(x)
+def _positions(data: Comparison) -> dict[Any, float]:
+    if data.x_numeric:
+        return {value: float(value) for value in data.x_values}
+    return {value: float(index) for index, value in enumerate(data.x_values)}
+
+
+_DASHES = ("-", "--", ":", "-.")
+
+
+def _lines(ax: Any, data: Comparison, traces: list[Trace]) -> None:
+    position = _positions(data)
+    for order, trace in enumerate(traces):
+        style = data.styles[trace.series_value]
+        xs = [position[point.x] for point in trace.points]
+        ys = [point.median for point in trace.points]
+        spread = [point for point in trace.points if point.error_bar]
+        ax.plot(xs, ys, _DASHES[trace.slot % len(_DASHES)], marker=style.marker, markersize=style.size, linewidth=style.width,
+                color=style.color, label=trace.label, zorder=2 + order)
+        if spread:  # whiskers as one collection: ax.get_lines() stays one line per trace
+            ax.vlines([position[point.x] for point in spread], [point.low for point in spread], [point.high for point in spread],
+                      colors=style.color, alpha=0.6, linewidth=1.2, zorder=1)
+    if not data.x_numeric:
+        ax.set_xticks(range(len(data.x_values)), [str(value) for value in data.x_values])
+    ax.set_xlabel(data.x)
+
+
+# -- turns of an experiment ------------------------------------------------------------------
+
+
+def turn_latency_data(turns: "pandas.DataFrame", *, series: str, value: str = "wall_ms") -> Comparison:
+    """One line per ``series`` value over the turn index: the median ``value`` of each turn over ok seeds (spread when two or more).
+
+    ``turns``: a Grid's turn frame (``grid.frame("turn")``: columns ``turn``, ``seed``,
+    the vary keys and the workload's per-turn columns such as ``wall_ms``). Raises
+    ``ValidationError`` when ``turn``, ``series`` or ``value`` is missing.
+    """
+    import pandas as pd
+
+    missing = [column for column in ("turn", series, value) if column not in turns.columns]
+    if missing:
+        raise ValidationError(f"not a turn frame with {missing} (columns: {list(turns.columns)})")
+    long = pd.DataFrame({
+        series: turns[series],
+        "turn": turns["turn"],
+        "seed": turns["seed"] if "seed" in turns.columns else 0,
+        "metric": value,
+        "value": pd.to_numeric(turns[value], errors="coerce"),
+        "unit": "ms" if value.endswith("_ms") else None,
+        "status": "ok",
+    })
+    return comparison_data(long, series=series, x="turn", metrics=(value,))
+
+
+def turn_latency_figure(turns: "pandas.DataFrame", *, series: str, value: str = "wall_ms", title: str | None = None) -> "Figure":
+    """The per-turn latency of each ``series`` value (see :func:`turn_latency_data`) as lines with distinct markers."""
+    data = turn_latency_data(turns, series=series, value=value)
+    fig = _new_figure(8.0, 3.4)
+    ax = fig.subplots()
+    ax.set_title(title or f"{value.replace('_', ' ')} per turn")
+    if not data.traces:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        return fig
+    _lines(ax, data, list(data.traces))
+    ax.yaxis.set_major_formatter(lambda tick, _: format_value(tick, data.panels[0].kind))
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small", title=series, title_fontsize="small")
+    return fig
 
 
 # -- one turn ----------------------------------------------------------------------------------

@@ -150,7 +150,8 @@ def test_demo_compares_the_modes_and_writes_a_report(demo_env, capsys):
     report = Path(next(line for line in lines if line.startswith("report: ")).removeprefix("report: "))
     assert report.parent == (demo_env / "reports").resolve() and report.suffix == ".html"
     text = report.read_text()
-    assert "<img src='data:image/png;base64," in text
+    assert text.count("Plotly.newPlot") == 2 and "<img" not in text  # plotly installed: the comparison and the per-turn chart, interactive
+    assert "id='machine'" in text and "memlab/minilm" in text and "CPUs" in text
     assert all(mode in text for mode in ("concurrent", "sequential", "off")) and "latency_p50_ms" in text
 
 
@@ -256,10 +257,23 @@ def test_demo_without_matplotlib_writes_the_report_without_charts(demo_env, caps
     from memlab.demo._modes import NO_CHARTS
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "matplotlib" else real(name, *args))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name in ("matplotlib", "plotly") else real(name, *args))
     assert main(["demo", "--turns", "4", "--documents", "3", "--latency-ms", "0", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert NO_CHARTS in out
     report = Path(next(line for line in out.splitlines() if line.startswith("report: ")).removeprefix("report: "))
     text = report.read_text()
-    assert "<img" not in text and "memlab[widgets]" in text and "latency_p50_ms" in text
+    assert "<img" not in text and "Plotly" not in text and "memlab[widgets]" in text and "latency_p50_ms" in text
+
+
+def test_demo_without_plotly_draws_png_charts(demo_env, capsys, monkeypatch):
+    """matplotlib but no plotly: the same two charts, as static PNGs."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "plotly" else real(name, *args))
+    assert main(["demo", "--turns", "4", "--documents", "3", "--latency-ms", "0", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    report = Path(next(line for line in out.splitlines() if line.startswith("report: ")).removeprefix("report: "))
+    text = report.read_text()
+    assert text.count("<img src='data:image/png;base64,") == 2 and "Plotly" not in text

@@ -153,7 +153,7 @@ def venv(dist, tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
 
 
 #: modules that only extras or the dev tools bring (redis, api, widgets, frames, dev): none may be importable
-EXTRA_ONLY = ("redis", "asyncpg", "fastapi", "uvicorn", "matplotlib", "ipywidgets", "pyarrow", "pytest", "hypothesis")
+EXTRA_ONLY = ("redis", "asyncpg", "fastapi", "uvicorn", "matplotlib", "ipywidgets", "anywidget", "plotly", "pyarrow", "pytest", "hypothesis")
 
 _PROBE = f"EXTRA_ONLY = {EXTRA_ONLY!r}\n" + """
 import importlib.metadata, json, memlab
@@ -199,7 +199,9 @@ def test_memlab_demo_from_the_wheel_alone(venv) -> None:
     done = _run([home / "bin" / "memlab", "demo", "--turns", "6", "--documents", "4", "--latency-ms", "0", "--quiet"], cwd=work, env=env)
     for mode in ("concurrent", "sequential", "off"):
         assert f"\n{mode} " in done.stdout, done.stdout
-    assert "charts left out: matplotlib is not installed" in done.stdout  # the core install has no matplotlib
+    from memlab.demo._modes import NO_CHARTS
+
+    assert NO_CHARTS in done.stdout  # the core install has neither plotly nor matplotlib
     report = Path(done.stdout.strip().splitlines()[-1].removeprefix("report: "))
     assert report.is_file() and report.suffix == ".html" and report.resolve().is_relative_to(Path(env["MEMLAB_DATA_ROOT"]).resolve())
 

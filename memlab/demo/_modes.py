@@ -16,12 +16,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memlab._format import format_value, value_kind
 from memlab.demo._report import write_report
 from memlab.exceptions import ValidationError
 
@@ -32,21 +33,23 @@ if TYPE_CHECKING:
 
 DEMO_MODES = ("concurrent", "sequential", "off")
 MODE_COLUMN = "analysis.search_mode"
-#: printed and noted in the report when matplotlib is missing (the report then has the tables only)
-NO_CHARTS = "charts left out: matplotlib is not installed (pip install 'memlab[widgets]' draws them)"
+#: printed and noted in the report when matplotlib and plotly are both missing (the report then has the tables only)
+NO_CHARTS = "charts left out: neither plotly nor matplotlib is installed (pip install 'memlab[widgets]' draws them)"
 
-#: (column heading, metric, decimals) of the printed table
+#: (column heading, metric) of the printed table; each value formatted by its metric's kind (memlab.charts.format_value)
 _TABLE = (
-    ("turns", "turns", 0),
-    ("answered", "answered", 0),
-    ("p50 ms", "latency_p50_ms", 0),
-    ("p95 ms", "latency_p95_ms", 0),
-    ("tokens/turn", "tokens_per_turn", 0),
-    ("LLM calls", "llm_calls", 0),
-    ("guidance written", "guidance_written", 0),
-    ("hit rate", "hit_rate", 2),
-    ("wall s", "wall_s", 1),
+    ("turns", "turns"),
+    ("answered", "answered"),
+    ("p50 ms", "latency_p50_ms"),
+    ("p95 ms", "latency_p95_ms"),
+    ("tokens/turn", "tokens_per_turn"),
+    ("LLM calls", "llm_calls"),
+    ("guidance written", "guidance_written"),
+    ("hit rate", "hit_rate"),
+    ("wall s", "wall_s"),
 )
+#: the summary's machine columns: shown once, at the top of the report, not in its table
+MACHINE_COLUMNS = ("cpus", "load_avg_before", "load_avg_after", "embedder")
 
 
 @dataclass(frozen=True)
@@ -82,15 +85,20 @@ class ModeDemoResult:
         return self.frame[self.frame["status"] == "failed"]
 
 
-def format_mode_table(summary: "pandas.DataFrame") -> str:
-    """The summary (one row per mode, one column per metric) as the demo's text table."""
-    headings = ["mode"] + [heading for heading, _, _ in _TABLE]
+def format_mode_table(summary: "pandas.DataFrame", units: Mapping[str, str] | None = None) -> str:
+    """The summary (one row per mode, one column per metric) as the demo's text table, numbers formatted by kind.
+
+    ``units``: metric -> unit (:func:`memlab.charts.metric_units` of the Grid frame) for each
+    column's kind; without it the kind comes from the metric's name and dtype.
+    """
+    units = units or {}
+    dtypes = {str(column): summary[column].dtype for column in summary.columns}
+    headings = ["mode"] + [heading for heading, _ in _TABLE]
     rows = []
     for _, row in summary.iterrows():
         cells = [str(row[MODE_COLUMN])]
-        for _, metric, decimals in _TABLE:
-            value = row.get(metric)
-            cells.append("-" if value is None or value != value else f"{value:,.{decimals}f}")
+        for _, metric in _TABLE:
+            cells.append(format_value(row.get(metric), value_kind(metric, dtype=dtypes.get(metric), unit=units.get(metric)), missing="-"))
         rows.append(cells)
     widths = [max([len(headings[i]), *(len(row[i]) for row in rows)]) for i in range(len(headings))]  # rows may be empty
     lines = ["  ".join(text.ljust(width) if i == 0 else text.rjust(width) for i, (text, width) in enumerate(zip(line, widths)))
@@ -167,11 +175,14 @@ async def run_mode_demo(
     """Run the three modes on ``config`` (its LLM latency set to ``spec.latency_ms``), report through ``out``.
 
     Prints the comparison table and a few sentences reading it, writes the HTML report
-    (the table, the charts when matplotlib is installed, every metric) to ``report_dir`` (default: ``<data_root>/reports``)
-    as ``modes-<UTC time>.html`` and prints its path. A mode that fails is listed with
+    (the machine it ran on at the top, the table, the comparison chart and a per-turn
+    latency chart by mode: interactive plotly when plotly is installed, PNG when only
+    matplotlib is, none on the core install; every metric and every turn) to
+    ``report_dir`` (default: ``<data_root>/reports``) as ``modes-<UTC time>.html`` and
+    prints its path. A mode that fails is listed with
     its error; the others are still compared.
     """
-    from memlab.charts import comparison_figure, comparison_summary, figure_data_uri
+    from memlab.charts import comparison_figure, comparison_summary, figure_data_uri, metric_units
     from memlab.experiments import Grid, ModesConversation
 
     base = config.model_copy(update={"llm": config.llm.model_copy(update={"offline_latency_ms": float(spec.latency_ms)})})
@@ -189,7 +200,7 @@ async def run_mode_demo(
         summary = summary.assign(cpus=machine.cpus, load_avg_before=machine.load_before, load_avg_after=machine.load_after,
                                  embedder=machine.embedder)
     out("")
-    out(format_mode_table(summary))
+    out(format_mode_table(summary, metric_units(frame)))
     out(f"measured on {machine.describe()}")
     out("")
     headline = _headline(summary, machine)
@@ -199,14 +210,31 @@ async def run_mode_demo(
     for _, row in failed.iterrows():
         out(f"FAILED {row[MODE_COLUMN]}: {row['error']}")
     notes = [*headline,
-             f"{spec.turns} turns, {spec.documents} documents, seed {spec.seed}, LLM latency {spec.latency_ms:g} ms per call; "
-             f"{base.cache.backend} cache, {base.embedding.model} embedder, {base.llm.model}; ran in {seconds:.1f} s.",
-             f"measured on {machine.describe()}.",
              "p50 / p95: wall-clock of the answered turns. hit rate: question and follow-up turns whose merged retrieval "
-             "lane held an element of the gold document. guidance written: guidance entries in the session afterwards."]
-    images = []
-    if not summary.empty and importlib.util.find_spec("matplotlib") is not None:
+             "lane held an element of the gold document. guidance written: guidance entries in the session afterwards. "
+             "One seed: no whiskers (they are drawn from two seeds on)."]
+    context = [
+        ("machine", f"{machine.cpus} CPUs"),
+        ("load average (1 min)", "n/a" if machine.load_before is None else f"{machine.load_before:.2f} before, {machine.load_after:.2f} after the run"),
+        ("embedder", machine.embedder),
+        ("LLM", f"{base.llm.model}, {spec.latency_ms:g} ms per call"),
+        ("session cache", base.cache.backend),
+        ("run", f"{spec.turns} turns over {spec.documents} documents, seed {spec.seed}, a fresh stack per mode; {seconds:.1f} s"),
+    ]
+    plots, images = [], []
+    turns = grid.frame("turn")
+    if not summary.empty and importlib.util.find_spec("plotly") is not None:
+        from memlab.plotly_charts import comparison_plot, turn_latency_plot
+
+        plots.append(("latency, tokens and hit rate per mode (hover for the values)", comparison_plot(frame, series=MODE_COLUMN)))
+        if not turns.empty:
+            plots.append(("wall-clock of every turn, by mode", turn_latency_plot(turns, series=MODE_COLUMN, title="wall-clock per turn (ms)")))
+    elif not summary.empty and importlib.util.find_spec("matplotlib") is not None:
+        from memlab.charts import turn_latency_figure
+
         images.append(("latency, tokens and hit rate per mode", figure_data_uri(comparison_figure(frame, series=MODE_COLUMN))))
+        if not turns.empty:
+            images.append(("wall-clock of every turn, by mode", figure_data_uri(turn_latency_figure(turns, series=MODE_COLUMN, title="wall-clock per turn (ms)"))))
     elif not summary.empty:  # the core install: the charts come with memlab[widgets]
         out("")
         out(NO_CHARTS)
@@ -216,10 +244,13 @@ async def run_mode_demo(
     report = write_report(
         directory / f"modes-{stamp}.html",
         "memlab: concurrent vs sequential vs off",
+        context=context,
         notes=notes,
-        tables=[("per mode (median over seeds)", summary)],
+        tables=[("per mode (median over seeds)", summary.drop(columns=[c for c in MACHINE_COLUMNS if c in summary.columns]))],
+        plots=plots,
         images=images,
-        details=[("every metric (the Grid frame)", frame)],
+        details=[("every metric (the Grid frame)", frame), ("every turn", turns)],
+        units=metric_units(frame),
     )
     out("")
     out(f"report: {report}")

@@ -1,14 +1,21 @@
 """Jupyter explorers of a stack's sessions, turns, deletions and experiment results (ipywidgets, optional).
 
-``import memlab.widgets`` imports neither ipywidgets nor matplotlib: each class is
-loaded on first access and imports them when constructed; without them
+``import memlab.widgets`` imports none of ipywidgets, anywidget, matplotlib or plotly:
+each class is loaded on first access and imports them when constructed; without them
 construction raises ``ImportError`` naming ``pip install 'memlab[widgets]'``
 (check first with :func:`is_available`).
 
-* :class:`SessionExplorer` ``(stack)``: users, sessions, turns, feedback, usage and cost;
+* :class:`SessionExplorer` ``(stack)``: users, sessions, a grid of the turns, feedback,
+  usage and cost; a selected turn opens in a :class:`TurnInspector`;
+* :class:`UsageExplorer` ``(stack)``: the usage view: grids of every visible session and
+  of usage per model, cost by model; a selected session opens in a :class:`SessionExplorer`;
 * :class:`TurnInspector` ``(stack, session_id, qa_id)``: one turn's lanes, verdicts, phases;
-* :class:`ModeComparison` ``(results)``: a Grid result frame's latency, tokens and hit rate;
-* :class:`CleanupViewer` ``(forget_result)``: what a delete removed from the session cache.
+* :class:`ModeComparison` ``(results)``: a Grid result frame's latency, tokens and hit rate
+  (interactive plotly charts when plotly is installed), its summary and a grid of the frame;
+* :class:`CleanupViewer` ``(forget_result)``: what a delete removed from the session cache;
+* :class:`FrameGrid` ``(frame)``: the data grid the others use, for any DataFrame
+  (``stack.frames.turns()``, ``.sessions()``, ``.usage()``, a Grid's results): paging,
+  sorting and filtering in the kernel, the page on screen sent to the browser.
 
 Each explorer is a plain object with a root ``widget`` (it displays as that
 widget). Those that read the stack load in ``async refresh()``; their controls'
@@ -28,17 +35,21 @@ from memlab._imports import lazy_getattr as _lazy_getattr
 
 _LAZY = {
     "CleanupViewer": "memlab.widgets._cleanup",
+    "FrameGrid": "memlab.widgets._grid",
     "ModeComparison": "memlab.widgets._modes",
     "SessionExplorer": "memlab.widgets._session",
     "TurnInspector": "memlab.widgets._turn",
+    "UsageExplorer": "memlab.widgets._usage",
 }
+#: what the explorers import (the ``memlab[widgets]`` extra); plotly is optional within it (PNG charts without)
+REQUIRED = ("ipywidgets", "anywidget", "matplotlib")
 
 __all__ = sorted([*_LAZY, "is_available"])
 
 
 def is_available() -> bool:
-    """True when ipywidgets and matplotlib can be imported (the ``memlab[widgets]`` extra); imports neither."""
-    return all(importlib.util.find_spec(name) is not None for name in ("ipywidgets", "matplotlib"))
+    """True when ipywidgets, anywidget and matplotlib can be imported (the ``memlab[widgets]`` extra); imports none of them."""
+    return all(importlib.util.find_spec(name) is not None for name in REQUIRED)
 
 
 __getattr__ = _lazy_getattr(__name__, _LAZY)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from memlab._format import format_value
 from memlab.exceptions import SessionParameterValidationError
 from memlab.flows.turn import turn_trace
 from memlab.widgets import _html as h
@@ -35,6 +36,17 @@ _FACTS = (
 )
 
 
+def _fact(name: str, value: Any) -> Any:
+    """A turn fact as shown: timings and counts formatted by kind (:func:`memlab.charts.format_value`), the rest as stored."""
+    if value is None or isinstance(value, bool):
+        return value
+    if name.endswith("_ms"):
+        return format_value(value, "ms")
+    if name.endswith(("_calls", "tokens_in", "tokens_out")):
+        return format_value(value, "count")
+    return value
+
+
 class TurnInspector(Explorer):
     """One turn of a session: raw lane vs rewrite lane vs merged list, the analysis verdicts, timings per phase.
 
@@ -51,13 +63,18 @@ class TurnInspector(Explorer):
     ``phases`` (phase, start, ms, end); ``timeline`` (``ipywidgets.Image`` of ``figure``,
     the :func:`memlab.charts.phase_timeline_figure`). A turn without a trace (stored by
     ``remember``, or before traces existed) shows a message instead. ``user``: the
-    session's owner (None: the default user). Loaded data: ``entry``, ``trace``.
+    session's owner (None: the default user). ``entry``: the turn already read (the
+    :class:`SessionExplorer` passes it): ``refresh()`` then reads only the graph its lanes
+    name, not the whole session again. Loaded data: ``entry``, ``trace``.
     """
 
-    def __init__(self, stack: "MemoryStack", session_id: str, qa_id: str, *, user: Any = None) -> None:
+    def __init__(self, stack: "MemoryStack", session_id: str, qa_id: str, *, user: Any = None, entry: "SessionQAEntry | None" = None) -> None:
         super().__init__()
         w = self._w
         self.stack, self.session_id, self.qa_id, self._user = stack, session_id, qa_id, user
+        if entry is not None and entry.qa_id != qa_id:
+            raise SessionParameterValidationError(f"entry {entry.qa_id!r} is not turn {qa_id!r}")
+        self._given = entry
         self.entry: "SessionQAEntry | None" = None
         self.trace: dict[str, Any] | None = None
         self.figure: "Figure | None" = None
@@ -79,8 +96,10 @@ class TurnInspector(Explorer):
         """Read the turn (and the graph its lanes name) and render it."""
         stack = self.stack
         user = await stack.users.resolve(self._user)
-        entries = await stack.session.get_session(session_id=self.session_id, user=user)
-        entry = next((item for item in entries if item.qa_id == self.qa_id), None)
+        entry = self._given
+        if entry is None:
+            entries = await stack.session.get_session(session_id=self.session_id, user=user)
+            entry = next((item for item in entries if item.qa_id == self.qa_id), None)
         if entry is None:
             raise SessionParameterValidationError(f"session {self.session_id!r} has no turn with qa_id {self.qa_id!r}")
         meta = entry.memify_metadata or {}
@@ -109,7 +128,7 @@ class TurnInspector(Explorer):
                 pane.value = ""
             self.figure, self.timeline.value = None, b""
             return
-        facts += [(label, h.esc(meta.get(f"turn_{name}"))) for name, label in _FACTS]
+        facts += [(label, h.esc(_fact(name, meta.get(f"turn_{name}")))) for name, label in _FACTS]
         self.facts.value = h.page(h.heading("turn"), h.pairs(facts))
         lanes = trace["lanes"]
         for lane in LANES:
@@ -128,8 +147,8 @@ class TurnInspector(Explorer):
             h.table(
                 ["phase", "start ms", "ms", "end ms"],
                 [
-                    [h.esc(p.get("phase")), h.esc(f"{p.get('start_ms', 0):.2f}"), h.esc(f"{p.get('ms', 0):.2f}"),
-                     h.esc(f"{p.get('start_ms', 0) + p.get('ms', 0):.2f}")]
+                    [h.esc(p.get("phase")), h.esc(format_value(p.get("start_ms", 0), "ms")), h.esc(format_value(p.get("ms", 0), "ms")),
+                     h.esc(format_value(p.get("start_ms", 0) + p.get("ms", 0), "ms"))]
                     for p in phases
                 ],
                 empty="no phases recorded",

@@ -7,8 +7,10 @@ import itertools
 import pandas as pd
 import pytest
 
-from memlab import ValidationError, charts
-from memlab.widgets import ModeComparison
+from matplotlib.container import ErrorbarContainer
+
+from memlab import ValidationError, charts, plotly_charts
+from memlab.widgets import FrameGrid, ModeComparison
 
 MODES = ("concurrent", "sequential", "off")
 METRICS = {"latency_p50_ms": "ms", "latency_p95_ms": "ms", "tokens_per_turn": "tokens", "hit_rate": "ratio", "turns": "count"}
@@ -109,7 +111,7 @@ def test_error_bars_show_an_interval_the_frame_carries_even_for_one_seed() -> No
 
 def test_mode_comparison_renders_and_follows_its_dropdowns() -> None:
     frame = result_frame()
-    view = ModeComparison(frame)
+    view = ModeComparison(frame, interactive=False)
     assert (view.series_select.value, view.x_select.value) == ("analysis.search_mode", "llm_latency_ms")
     assert len(view.summary_frame) == 6 and len(view.figure.axes) == 3 and view.figure.axes[1].get_lines()
     assert "<td>concurrent</td><td>50</td><td>151</td>" in view.summary.value  # p50 of concurrent at 50 ms: 100 + 50 + 1
@@ -128,7 +130,7 @@ def test_mode_comparison_renders_and_follows_its_dropdowns() -> None:
 
 def test_a_frame_without_vary_columns_compares_cells() -> None:
     frame = result_frame(failed=False).drop(columns=["analysis.search_mode", "llm_latency_ms"])
-    view = ModeComparison(frame)
+    view = ModeComparison(frame, interactive=False)
     assert view.series_select.value == "cell" and view.x_select.value == "" and len(view.summary_frame) == 6
     with pytest.raises(ValidationError, match="result frame"):
         ModeComparison(pd.DataFrame({"a": [1]}))
@@ -145,7 +147,7 @@ async def test_a_real_grid_frame(tmp_path) -> None:
         seeds=[0],
     )
     frame = await grid.run(progress=False)
-    view = ModeComparison(frame)
+    view = ModeComparison(frame, interactive=False)
     assert (view.series_select.value, view.x_select.value) == ("analysis.search_mode", "")
     ok = frame[frame["status"] == "ok"]
     summary = view.summary_frame.set_index("analysis.search_mode")
@@ -156,3 +158,86 @@ async def test_a_real_grid_frame(tmp_path) -> None:
     assert summary.loc["off", "analysis_calls"] == 0 and summary.loc["concurrent", "analysis_calls"] > 0
     assert list(view.summary_frame["analysis.search_mode"]) == ["concurrent", "off"]
     assert [len(ax.patches) for ax in view.figure.axes] == [4, 2, 2] and "every cell ran" in view.failures.value
+
+
+def _errorbars(ax) -> int:
+    return sum(isinstance(container, ErrorbarContainer) for container in ax.containers)
+
+
+def test_error_bars_only_with_two_or_more_seeds() -> None:
+    assert [charts.show_error_bars(seeds) for seeds in (0, 1, 2, 5)] == [False, False, True, True]
+    for seeds, drawn in (((0,), False), ((0, 1), True)):
+        frame = result_frame(seeds=seeds, failed=False)
+        data = charts.comparison_data(frame, series="analysis.search_mode")
+        assert {point.seeds for trace in data.traces for point in trace.points} == {len(seeds)}
+        assert all(point.error_bar is drawn for trace in data.traces for point in trace.points)
+        bars = charts.comparison_figure(frame, series="analysis.search_mode")
+        assert [_errorbars(ax) for ax in bars.axes] == ([6, 3, 3] if drawn else [0, 0, 0])
+        lines = charts.comparison_figure(frame, series="analysis.search_mode", x="llm_latency_ms")
+        assert sum(len(ax.collections) for ax in lines.axes) == (12 if drawn else 0)  # one whisker collection per line
+        plot = plotly_charts.comparison_plot(frame, series="analysis.search_mode")
+        assert all((trace.error_y.array is not None) is drawn for trace in plot.data)
+        hover = plotly_charts.comparison_plot(frame, series="analysis.search_mode", x="llm_latency_ms").data[0].customdata[0]
+        assert hover[3] == str(len(seeds)) and ("one seed" in hover[2]) is not drawn
+
+
+def coinciding() -> pd.DataFrame:
+    """Every mode at hit rate 1.0 at every latency: the lines lie on top of each other."""
+    frame = result_frame(seeds=(0,), failed=False)
+    frame.loc[frame["metric"] == "hit_rate", "value"] = 1.0
+    return frame
+
+
+def test_lines_that_coincide_stay_distinguishable() -> None:
+    frame = coinciding()
+    fig = charts.comparison_figure(frame, series="analysis.search_mode", x="llm_latency_ms", metrics=("hit_rate",))
+    [ax] = fig.axes
+    lines = ax.get_lines()
+    assert [list(line.get_ydata()) for line in lines] == [[1.0, 1.0]] * 3  # the same points...
+    markers = [line.get_marker() for line in lines]
+    sizes = [line.get_markersize() for line in lines]
+    assert len(set(markers)) == 3 and sizes == sorted(sizes, reverse=True) and len(set(sizes)) == 3  # ...drawn as nested markers
+    assert [line.get_zorder() for line in lines] == sorted(line.get_zorder() for line in lines)  # biggest first, smaller on top
+    assert len({line.get_color() for line in lines}) == 3 and ax.get_ylim()[1] == pytest.approx(1.05)
+    plot = plotly_charts.comparison_plot(frame, series="analysis.search_mode", x="llm_latency_ms", metrics=("hit_rate",))
+    symbols = [trace.marker.symbol for trace in plot.data]
+    sizes = [trace.marker.size for trace in plot.data]
+    assert len(set(symbols)) == 3 and sizes == sorted(sizes, reverse=True) and len(set(sizes)) == 3
+    assert plot.layout.hovermode == "x unified"  # hovering lists every series at that x, coinciding ones included
+    assert [trace.name for trace in plot.data] == list(MODES)
+
+
+def test_hover_values_are_formatted_by_kind() -> None:
+    frame = result_frame(failed=False)
+    plot = plotly_charts.comparison_plot(frame, series="analysis.search_mode", x="llm_latency_ms", metrics=("latency_p50_ms", "turns"))
+    latency, turns = plot.data[0], plot.data[3]
+    assert (latency.name, turns.name) == ("concurrent", "concurrent")
+    assert list(latency.customdata[0][:3]) == ["llm_latency_ms = 0", "101", "100 - 104"]  # ms: no decimals at 100+
+    assert list(turns.customdata[1][1:3]) == ["191", "190 - 194"]  # unit "count": integers
+    html = plotly_charts.figure_html(plot)
+    assert "Plotly.newPlot" in html and "cdn.plot.ly/plotly" not in html
+
+
+def test_the_interactive_comparison_is_a_plotly_figure_widget_with_a_grid_of_the_frame() -> None:
+    from plotly.graph_objects import FigureWidget
+
+    frame = result_frame()
+    view = ModeComparison(frame)
+    assert view.interactive and isinstance(view.chart, FigureWidget) and view.chart_box.children == (view.chart,)
+    assert [trace.name for trace in view.figure.data][:3] == ["concurrent p50", "sequential p50", "off p50"]
+    view.x_select.value = ""
+    assert view.figure.layout.barmode == "group" and len(view.figure.data) == 12
+    assert isinstance(view.grid, FrameGrid) and view.grid.widget.count == len(frame)
+    view.grid.filter("metric", "=hit_rate")
+    assert view.grid.widget.total == 18 and {row["metric"] for row in view.grid.page_rows} == {"hit_rate"}
+
+
+def test_the_summary_formats_counts_as_integers_and_ratios_to_three_decimals() -> None:
+    frame = result_frame(seeds=(0,), failed=False)
+    frame.loc[frame["metric"] == "hit_rate", "value"] = 0.590032
+    frame.loc[frame["metric"] == "turns", "value"] = 24.0
+    view = ModeComparison(frame, interactive=False)
+    view.x_select.value = ""
+    assert "<td>0.590</td>" in view.summary.value and "<td>24</td>" in view.summary.value
+    assert "24.00" not in view.summary.value and "0.590032" not in view.summary.value
+    assert 'overflow-x:auto' in view.summary.value  # a wide summary scrolls inside its pane

@@ -7,6 +7,7 @@ import html
 import pytest
 
 from memlab import SessionParameterValidationError
+from memlab.charts import format_value
 from memlab.flows.turn import turn_trace
 from memlab.widgets import TurnInspector
 
@@ -33,7 +34,8 @@ async def test_a_dual_query_turn_shows_both_lanes_the_merge_verdicts_and_phases(
     assert "query_to_answer" in analysis and trace["analysis"]["query_to_answer"] in analysis
     phases = inspector.phases.value
     assert [p["phase"] for p in trace["phases"]] == ["load", "guidance", "analysis", "retrieve_raw", "retrieve_rewrite", "merge", "answer", "apply"]
-    assert all(f"<td>{p['phase']}</td>" in phases and f"{p['ms']:.2f}" in phases for p in trace["phases"])
+    assert all(f"<td>{p['phase']}</td><td>{format_value(p['start_ms'], 'ms')}</td><td>{format_value(p['ms'], 'ms')}</td>" in phases
+               for p in trace["phases"])
     [ax] = inspector.figure.axes
     by_start = sorted(trace["phases"], key=lambda p: p["start_ms"])
     assert [label.get_text() for label in ax.get_yticklabels()] == [p["phase"] for p in by_start]
@@ -78,3 +80,18 @@ async def test_an_unknown_qa_id_is_a_memlab_error_naming_it(chat) -> None:
     inspector = TurnInspector(stack, "chat", "no-such-turn")
     with pytest.raises(SessionParameterValidationError, match="no-such-turn"):
         await inspector.refresh()
+
+
+async def test_a_turn_already_read_is_not_read_again(chat, monkeypatch) -> None:
+    stack, _, qa_ids = chat
+    entry = (await stack.session.get_session(session_id="chat"))[1]
+
+    async def no_reads(*args, **kwargs):
+        raise AssertionError("the session was read again")
+
+    monkeypatch.setattr(stack.session, "get_session", no_reads)
+    inspector = TurnInspector(stack, "chat", qa_ids[1], entry=entry)
+    await inspector.refresh()
+    assert inspector.entry is entry and inspector.trace == turn_trace(entry.memify_metadata)
+    with pytest.raises(SessionParameterValidationError, match="is not turn"):
+        TurnInspector(stack, "chat", qa_ids[0], entry=entry)

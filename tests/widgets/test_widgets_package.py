@@ -15,8 +15,9 @@ from memlab.models import ForgetResult
 PROBE = """
 import json, sys
 import memlab.widgets as w
-names = [w.SessionExplorer, w.TurnInspector, w.ModeComparison, w.CleanupViewer]
-print(json.dumps({"available": w.is_available(), "loaded": sorted(m for m in ("ipywidgets", "matplotlib", "pandas") if m in sys.modules)}))
+names = [w.SessionExplorer, w.TurnInspector, w.ModeComparison, w.CleanupViewer, w.UsageExplorer, w.FrameGrid]
+heavy = ("ipywidgets", "anywidget", "matplotlib", "plotly", "pandas")
+print(json.dumps({"available": w.is_available(), "loaded": sorted(m for m in heavy if m in sys.modules)}))
 """
 
 
@@ -26,7 +27,7 @@ def test_importing_the_package_and_its_classes_loads_no_widget_library() -> None
 
 
 def test_all_lists_the_explorers() -> None:
-    assert widgets.__all__ == ["CleanupViewer", "ModeComparison", "SessionExplorer", "TurnInspector", "is_available"]
+    assert widgets.__all__ == ["CleanupViewer", "FrameGrid", "ModeComparison", "SessionExplorer", "TurnInspector", "UsageExplorer", "is_available"]
     assert set(widgets.__all__) <= set(dir(widgets))
     with pytest.raises(AttributeError, match="Nope"):
         widgets.Nope  # noqa: B018
@@ -36,6 +37,20 @@ def test_without_ipywidgets_construction_names_the_extra(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "ipywidgets", None)  # import ipywidgets now raises ImportError
     with pytest.raises(ImportError, match=r"pip install 'memlab\[widgets\]'"):
         widgets.CleanupViewer(ForgetResult())
+
+
+def test_without_anywidget_the_grid_names_the_extra(monkeypatch) -> None:
+    import pandas as pd
+
+    from memlab.widgets import _grid
+
+    _grid._view_class.cache_clear()
+    monkeypatch.setitem(sys.modules, "anywidget", None)
+    try:
+        with pytest.raises(ImportError, match=r"pip install 'memlab\[widgets\]'"):
+            widgets.FrameGrid(pd.DataFrame({"a": [1]}))
+    finally:
+        _grid._view_class.cache_clear()
 
 
 def test_an_explorer_displays_as_its_widget() -> None:
