@@ -18,7 +18,10 @@ generates that character, on the same layout, model and gold evidence:
   things (a name, a product, a place, a number) that do not answer the question;
 * some facts are the **assistant's** (a hotel, a recipe, a book it suggested): the
   evidence turn is the assistant's reply, as LongMemEval's
-  ``single-session-assistant`` questions (the user's request is not evidence).
+  ``single-session-assistant`` questions (the user's request is not evidence);
+* the assistant answers at **length**, as chat assistants do: an opener, for a remark a
+  sentence restating one of its words ("Good to know about beagle."), then 2-4 generic
+  sentences of advice, so a whole exchange is 40-80 words, most of them not the user's.
 
 Everything else is the synthetic benchmark's: 12-20 sessions 1-9 days apart, evidence
 in fewer than half of them, small talk, the six categories in equal shares, the
@@ -53,6 +56,7 @@ from memlab.bench._synthetic import (
     conversation_plan,
 )
 from memlab.exceptions import ValidationError
+from memlab.text import STOP_WORDS, content_words
 
 __all__ = ["PARAPHRASE_SHARE", "generate"]
 
@@ -521,6 +525,45 @@ _TASTES: tuple[_Taste, ...] = (
 )
 
 
+# -- the assistant's replies -------------------------------------------------------------------
+
+#: a reply that restates what the user said, as assistants do ({w}: a content word of the user's line)
+_ECHOES = (
+    "It sounds like {w} has been on your mind.",
+    "Thanks for the update about {w}.",
+    "Good to know about {w}.",
+    "I'll remember what you said about {w}.",
+)
+#: the rest of an assistant's reply: generic advice, as long chat answers go
+_BODY = (
+    "Here are a few things you might keep in mind.",
+    "It often helps to plan a little ahead and keep notes.",
+    "Many people find that a small routine makes a big difference.",
+    "If anything changes, just let me know and we can adjust.",
+    "Small steps add up faster than you would expect.",
+    "It is worth checking the details before committing to anything.",
+    "A quick search for local options can also turn up good ideas.",
+    "Try not to take on too much at once.",
+    "Keeping a simple list can make the next few weeks easier.",
+    "It might also be worth asking friends what worked for them.",
+    "Give it a couple of weeks before deciding how it is going.",
+    "Timing can matter as much as the choice itself.",
+    "There is no single right answer, it depends on what suits you.",
+    "Budget and time are usually the two things to balance.",
+    "You can always revisit the decision later.",
+    "Writing down what went well helps next time.",
+    "It is normal for this to take a while to settle.",
+    "Taking a short break now and then keeps things manageable.",
+    "A calendar reminder can help you stay on track.",
+    "Feel free to share more details and I can be more specific.",
+    "Some people prefer to start small and build up gradually.",
+    "Comparing two or three options side by side usually helps.",
+    "Remember to look after yourself along the way.",
+    "I hope that helps a little.",
+)
+_BODY_SENTENCES = (2, 4)  # generic sentences per reply, inclusive
+
+
 # -- assembly --------------------------------------------------------------------------------
 
 
@@ -625,9 +668,15 @@ class _OverlapBuilder(_Builder):
         self.decoys += list(taste.mentions)
 
     def _exchange(self, text: str, question: int | None) -> tuple[str, bool]:
-        if question is not None and text in self.replies:
-            return self.replies[text], True
-        return self._reply(text, question), False
+        """A long reply: the fact (the assistant's facts) or an opener and, for a remark, an echo of one of its words; then generic advice."""
+        rng = self.rng
+        fact = self.replies.get(text) if question is not None else None
+        parts = [fact if fact is not None else self._reply(text, question)]
+        words = sorted(content_words(text) - STOP_WORDS)
+        if fact is None and words and not text.endswith("?"):
+            parts.append(rng.choice(_ECHOES).format(w=rng.choice(words)))
+        parts += rng.sample(_BODY, rng.randint(*_BODY_SENTENCES))
+        return " ".join(parts), fact is not None
 
 
 def _check_share(paraphrase: float) -> float:
