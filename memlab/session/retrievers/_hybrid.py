@@ -15,7 +15,21 @@ Fusion (``fusion=``):
   (k + rank)`` with ``k = RRF_K = 60`` (Cormack et al., 2009), 1-based competition
   ranks (equal lane scores share the better rank, so identical turns tie).
 
-Equal fused scores keep chronological order, as in every session retriever.
+Vectors (``vectors=``): ``"turn"``, one vector per turn of its whole text (question,
+answer, context: :func:`~memlab.session.retrievers.vector_text`); ``"user+turn"``, also
+one of its user side (the question, :func:`~memlab.session.retrievers.user_text`), and the
+turn's cosine is the better of the two, so a long assistant reply cannot dilute what the
+user said. A turn without a separate user side is embedded once.
+
+Candidates (``candidates=``): ``"lanes"``, only the turns a lane finds are ranked;
+``"all"``, the lanes decide only whether the session answers at all (nothing found by
+either: ``[]``), then every turn with a positive score is ranked (blend: the fused score
+> 0; ``rrf``: the turns BM25 finds or whose cosine is > 0), so the top k fills with the
+next-best cosines instead of stopping at the floor.
+
+Equal fused scores keep chronological order, as in every session retriever. The
+``blend`` is computed with numpy over the session (the same float operations as the
+formula per turn).
 
 Why the blend: measured with the default MiniLM on
 :func:`memlab.bench.conversations.synthetic` (seed 0; MRR over the top 15 and
@@ -37,17 +51,36 @@ from memlab.cache import QALog
 from memlab.models import SessionQAEntry
 from memlab.session.retrievers._base import SessionIndex, SessionRetriever, best_first
 from memlab.session.retrievers._bm25 import BM25_B, BM25_K1, BM25Index, BM25SessionRetriever
-from memlab.session.retrievers._vector import VECTOR_MIN_SIMILARITY, VectorIndex, VectorSessionRetriever
+from memlab.session.retrievers._vector import VECTOR_MIN_SIMILARITY, VectorIndex, VectorSessionRetriever, user_text, vector_text
 
 if TYPE_CHECKING:
     from memlab.embeddings import Embedder
 
-__all__ = ["HYBRID_ALPHA", "HybridIndex", "HybridSessionRetriever", "RRF_K", "competition_ranks"]
+__all__ = [
+    "HYBRID_ALPHA",
+    "HYBRID_CANDIDATES",
+    "HYBRID_V1",
+    "HYBRID_VECTORS",
+    "HybridIndex",
+    "HybridSessionRetriever",
+    "RRF_K",
+    "competition_ranks",
+]
+
+Vectors = Literal["turn", "user+turn"]
+Candidates = Literal["lanes", "all"]
+Fusion = Literal["blend", "rrf"]
 
 #: weight of the scaled BM25 score in the ``blend`` fusion (the cosine gets ``1 - alpha``)
 HYBRID_ALPHA = 0.2
+#: the vectors of a turn: ``"turn"`` (one, of the whole turn) or ``"user+turn"`` (also the user side; the cosine is the better)
+HYBRID_VECTORS: Vectors = "turn"
+#: which turns are ranked: ``"lanes"`` (those a lane finds) or ``"all"`` (every turn, once a lane finds one)
+HYBRID_CANDIDATES: Candidates = "lanes"
 #: reciprocal rank fusion constant of the ``rrf`` fusion
 RRF_K = 60.0
+#: the settings of the first ``hybrid`` (memlab before the tuned defaults): the baseline of ``memlab bench quality --tune``
+HYBRID_V1: dict[str, Any] = {"fusion": "blend", "alpha": 0.2, "vectors": "turn", "candidates": "lanes"}
 
 
 def competition_ranks(scores: dict[int, float]) -> dict[int, int]:
@@ -66,10 +99,10 @@ def competition_ranks(scores: dict[int, float]) -> dict[int, int]:
 class HybridIndex(SessionIndex):
     """A BM25 index and a vector index over the same turns, applied together."""
 
-    def __init__(self) -> None:
+    def __init__(self, vectors: Vectors = HYBRID_VECTORS) -> None:
         super().__init__()
         self.bm25 = BM25Index()
-        self.vector = VectorIndex()
+        self.vector = VectorIndex((vector_text, user_text) if vectors == "user+turn" else (vector_text,))
 
     def apply(self, log: QALog) -> None:
         self.bm25.apply(log)
@@ -94,45 +127,79 @@ class HybridSessionRetriever(SessionRetriever[HybridIndex]):
         embedder: "Embedder | Callable[[], Embedder]",
         *,
         min_similarity: float = VECTOR_MIN_SIMILARITY,
-        fusion: Literal["blend", "rrf"] = "blend",
+        fusion: Fusion = "blend",
         alpha: float = HYBRID_ALPHA,
+        vectors: Vectors = HYBRID_VECTORS,
+        candidates: Candidates = HYBRID_CANDIDATES,
         k: float = RRF_K,
         k1: float = BM25_K1,
         b: float = BM25_B,
     ) -> None:
         if fusion not in ("blend", "rrf"):
             raise ValueError(f"fusion must be 'blend' or 'rrf', got {fusion!r}")
-        if not 0.0 <= alpha <= 1.0:
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
+        if vectors not in ("turn", "user+turn"):
+            raise ValueError(f"vectors must be 'turn' or 'user+turn', got {vectors!r}")
+        if candidates not in ("lanes", "all"):
+            raise ValueError(f"candidates must be 'lanes' or 'all', got {candidates!r}")
         self.lexical = BM25SessionRetriever(k1=k1, b=b)
         self.semantic = VectorSessionRetriever(embedder, min_similarity=min_similarity)
         self.fusion = fusion
         self.alpha = float(alpha)
+        self.vectors = vectors
+        self.candidates = candidates
         self.k = float(k)
 
     def new_index(self) -> HybridIndex:
-        return HybridIndex()
+        return HybridIndex(self.vectors)
 
     async def search(self, index: HybridIndex, query: str, top_k: int) -> list[tuple[SessionQAEntry, float]]:
         if top_k < 1:
             return []
         # both lanes read the same state: the BM25 scores are computed, and the vector lane
         # takes its snapshot of the turns, before the first await
-        lexical = index.bm25.scores(query, self.lexical.k1, self.lexical.b)
-        entries, cosines = await self.semantic.similarities(index.vector, query)
-        floor = self.semantic.min_similarity
-        semantic = {position: cosine for position, cosine in enumerate(cosines) if cosine >= floor}
-        fused = self._blend(lexical, semantic, cosines) if self.fusion == "blend" else self._rrf(lexical, semantic)
-        return [(entries[position], score) for position, score in best_first(fused.items(), top_k)]
+        positions, scores = index.bm25.arrays(query, self.lexical.k1, self.lexical.b)
+        entries, cosines = await self.semantic.cosines(index.vector, query)
+        if cosines is None:
+            return []  # an empty session or a query without tokens (no BM25 term either)
+        found = cosines >= self.semantic.min_similarity
+        if not len(positions) and not found.any():
+            return []  # neither lane finds a turn: the session has nothing to do with the query
+        if self.fusion == "rrf":
+            lexical = dict(zip(positions.tolist(), scores.tolist()))
+            listed = cosines.tolist()
+            floor = 0.0 if self.candidates == "all" else self.semantic.min_similarity  # "all": every turn of positive cosine
+            semantic = {p: c for p, c in enumerate(listed) if (c > floor if self.candidates == "all" else c >= floor)}
+            return [(entries[p], score) for p, score in best_first(self._rrf(lexical, semantic).items(), top_k)]
+        return [(entries[p], score) for p, score in self._blend(positions, scores, cosines, found, top_k)]
 
-    def _blend(self, lexical: dict[int, float], semantic: dict[int, float], cosines: list[float]) -> dict[int, float]:
-        best = max(lexical.values(), default=1.0)
-        fused = {}
-        for position in lexical.keys() | semantic.keys():
-            score = self.alpha * lexical.get(position, 0.0) / best + (1 - self.alpha) * cosines[position]
-            if score > 0:
-                fused[position] = score
-        return fused
+    def _blend(self, positions: Any, scores: Any, cosines: Any, found: Any, top_k: int) -> list[tuple[int, float]]:
+        """The top ``top_k`` ``(position, alpha * bm25 / max_bm25 + (1 - alpha) * cosine)`` of the candidates, scores > 0.
+
+        numpy, with the same float operations in the same order as the formula per turn (a
+        turn BM25 did not find adds nothing), so the scores and their ties do not depend on
+        the session's length; candidates: the turns either lane found, or every turn.
+        """
+        import numpy as np
+
+        alpha = self.alpha
+        fused = (1 - alpha) * cosines
+        if len(positions):
+            fused[positions] = alpha * scores / scores.max() + (1 - alpha) * cosines[positions]
+        if self.candidates == "all":
+            keep = fused > 0
+        else:
+            keep = found.copy()
+            keep[positions] = True
+            keep &= fused > 0
+        kept = np.flatnonzero(keep)
+        values = fused[kept]
+        if len(kept) > top_k:  # the candidates at or above the top_k-th score (ties at the cut included)
+            cut = np.partition(values, len(values) - top_k)[len(values) - top_k]
+            kept, values = kept[values >= cut], values[values >= cut]
+        order = np.lexsort((kept, -values))[:top_k]
+        return list(zip(kept[order].tolist(), values[order].tolist()))
 
     def _rrf(self, lexical: dict[int, float], semantic: dict[int, float]) -> dict[int, float]:
         fused: dict[int, float] = {}
@@ -142,4 +209,7 @@ class HybridSessionRetriever(SessionRetriever[HybridIndex]):
         return fused
 
     def __repr__(self) -> str:
-        return f"HybridSessionRetriever(fusion={self.fusion!r}, alpha={self.alpha}, k={self.k}, min_similarity={self.semantic.min_similarity})"
+        return (
+            f"HybridSessionRetriever(fusion={self.fusion!r}, alpha={self.alpha}, vectors={self.vectors!r}, "
+            f"candidates={self.candidates!r}, k={self.k}, min_similarity={self.semantic.min_similarity})"
+        )
