@@ -261,7 +261,7 @@ def test_bad_values_exit_2(argv, capsys):
 
 def test_load_dataset_and_the_scale_haystack():
     assert load_dataset("synthetic:5").name == "synthetic-seed5-600"
-    with pytest.raises(UsageError, match="synthetic\\[:SEED\\]"):
+    with pytest.raises(UsageError, match="synthetic\\[:SEED\\[:SIZE\\]\\]"):
         load_dataset("lme:x")
     exchanges, questions = scale_haystack(1500)
     assert len(exchanges) == 1500 and questions
