@@ -1,4 +1,4 @@
-"""The one percentile every report uses (benchmarks, the quality evaluation, experiment workloads)."""
+"""The statistics every report uses: one percentile (benchmarks, the quality evaluation, experiment workloads); intervals and paired tests are in :mod:`memlab.stats`."""
 
 from __future__ import annotations
 

@@ -264,7 +264,19 @@ def build_parser() -> argparse.ArgumentParser:
         "hybrid p50 <= 25 ms on 10,000 turns.",
     )
     quality.add_argument(
-        "--dataset", default="synthetic", help="synthetic[:SEED] (600 seeded questions), longmemeval:PATH or locomo:PATH (default: synthetic)"
+        "--dataset",
+        action="append",
+        default=None,
+        help="synthetic[:SEED[:SIZE]] (600 seeded questions), overlap[:SEED[:SIZE]] (600 in the evidence's words), longmemeval:PATH or "
+        "locomo:PATH; "
+        "repeat it with --tune (default: synthetic; with --tune: synthetic and overlap)",
+    )
+    quality.add_argument("--split", choices=("all", "dev", "heldout"), default="all", help="run one part of the benchmark (default: all)")
+    quality.add_argument(
+        "--tune",
+        action="store_true",
+        help="pick hybrid's settings on the dev splits of every --dataset (max of the min gain in session recall@5 over hybrid v1), "
+        "then report once on the held-out splits with bootstrap intervals (memlab.bench.quality_tune)",
     )
     quality.add_argument("--retrievers", type=_names, default=None, help="comma-separated session retrievers (default: keyword,bm25,vector,hybrid)")
     quality.add_argument("--k", type=_names, default=None, help="comma-separated cut-offs (default: 5,10)")
@@ -274,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     quality.add_argument("--scale-queries", type=_positive_int, default=200, help="timed searches in the scale run (default: 200)")
     quality.add_argument(
         "--resamples", type=_int_at_least(0), default=None,
-        help="bootstrap resamples of every 95%% interval and paired comparison; 0: none (default: 2000)",
+        help="bootstrap resamples of every 95%% interval and paired comparison (--tune's too); 0: none, not with --tune (default: 2000)",
     )
 
     serve_bench = benches.add_parser(
@@ -548,8 +560,13 @@ def _bench_quality(args: argparse.Namespace) -> int:
         ks = tuple(int(k) for k in args.k) if args.k else (5, 10)
     except ValueError:
         raise UsageError(f"--k takes comma-separated integers, got {','.join(args.k)!r}") from None
+    if args.tune:
+        return _bench_quality_tune(args, ks)
+    if args.dataset and len(args.dataset) > 1:
+        raise UsageError("--dataset takes one benchmark unless --tune")
     spec = QualityBenchSpec(
-        dataset=args.dataset,
+        split=args.split,
+        dataset=(args.dataset or ["synthetic"])[0],
         retrievers=args.retrievers or RETRIEVERS,
         ks=ks,
         limit=args.limit,
@@ -561,6 +578,28 @@ def _bench_quality(args: argparse.Namespace) -> int:
     result = asyncio.run(run_bench_quality(spec, progress=_progress(args)))
     _print_table(args, format_quality_table(result))
     _write_json(args, result)
+    return 0
+
+
+def _bench_quality_tune(args: argparse.Namespace, ks: tuple[int, ...]) -> int:
+    from memlab.bench.quality import format_overlap_table, load_dataset, overlap_row
+    from memlab.bench.quality_tune import format_tune_table, tune
+    from memlab.exceptions import ValidationError
+    from memlab.stats import DEFAULT_RESAMPLES
+
+    if args.split != "all" or args.retrievers or args.limit:
+        raise UsageError("--tune splits every --dataset itself and runs its own retrievers: no --split, --retrievers or --limit")
+    if args.resamples == 0:
+        raise UsageError("--tune reports intervals: --resamples must be >= 1")
+    resamples = DEFAULT_RESAMPLES if args.resamples is None else args.resamples
+    benchmarks = [load_dataset(text) for text in (args.dataset or ["synthetic", "overlap"])]
+    try:
+        result = asyncio.run(tune(benchmarks, embedder=args.embedder, ks=ks, resamples=resamples, progress=_progress(args)))
+    except ValidationError as exc:
+        raise UsageError(f"--tune: {exc}") from None
+    overlaps = [overlap_row(bench) for bench in benchmarks]
+    _print_table(args, format_tune_table(result) + "\n\n" + format_overlap_table(overlaps))
+    _write_json(args, {**result.to_dict(), "overlap": overlaps})
     return 0
 
 

@@ -305,7 +305,8 @@ def quality_question_columns(ks: Sequence[int] = QUALITY_KS) -> dict[str, str]:
         per_k.update({f"session_recall_at_{k}": "Float64", f"turn_recall_at_{k}": "Float64", f"hit_at_{k}": "Float64"})
     return {
         "dataset": "string", "retriever": "string", "conversation_id": "string", "question_id": "string", "category": "string",
-        "abstention": "bool", "gold_sessions": "Int64", "gold_turns": "Int64", "returned": "Int64", "no_result": "bool",
+        "abstention": "bool", "gold_sessions": "Int64", "gold_turns": "Int64", "paraphrase": "boolean", "overlap": "Float64",
+        "returned": "Int64", "no_result": "bool",
         **per_k, "first_gold_rank": "Int64", "mrr": "Float64", "top_score": "Float64", "latency_ms": "float64",
     }
 

@@ -44,8 +44,8 @@ def _benchmark():
         session("s2", ("user", "I went swimming in the lake."), ("assistant", "Noted.")),
     ]
     questions = [
-        Question("q1", "fact", "What colour is my bicycle painted?", "", ["s1"], ["s1:0"]),
-        Question("q2", "fact", "Where did I go swimming?", "", ["s2"], ["s2:0"]),
+        Question("q1", "fact", "What colour is my bicycle painted?", "", ["s1"], ["s1:0"], paraphrase=False),  # the evidence's words
+        Question("q2", "fact", "Where did I go swimming?", "", ["s2"], ["s2:0"], paraphrase=False),
         Question("q3", "abstention", "Where do whales sleep?", "", [], [], abstention=True),
     ]
     return Benchmark("tidy", [Conversation("c1", sessions, questions)])

@@ -6,6 +6,7 @@ Frozen dataclasses, checked on construction: a bad value raises
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,23 +14,28 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Literal, cast
 
 from memlab.exceptions import ValidationError
+from memlab.text import content_words
 
 if TYPE_CHECKING:
     import pandas
 
 __all__ = [
     "CATEGORIES",
+    "DEV_SHARE",
     "FRAME_COLUMNS",
+    "SPLITS",
     "TURN_UNITS",
     "Benchmark",
     "Conversation",
     "Question",
     "Role",
     "Session",
+    "Split",
     "Turn",
     "TurnUnit",
     "check_turn_unit",
     "parse_iso",
+    "split_of",
 ]
 
 #: the categories every source maps to, in report order (see :mod:`memlab.bench.conversations`)
@@ -54,6 +60,13 @@ def check_turn_unit(value: object) -> TurnUnit:
     if value not in TURN_UNITS:
         raise ValidationError(f"turns must be 'exchange' (one memlab turn per user/assistant exchange) or 'message' (one per message), got {value!r}")
     return cast(TurnUnit, value)
+
+Split = Literal["dev", "heldout"]
+#: the two parts of every benchmark: ``dev`` (tune on it) and ``heldout`` (report it)
+SPLITS: tuple[Split, ...] = ("dev", "heldout")
+#: the share of a benchmark's conversations in its ``dev`` part (in expectation: see :func:`split_of`)
+DEV_SHARE = 0.5
+_SPLIT_KEY = b"memlab-split-v1"
 
 
 def _text(owner: str, name: str, value: object, *, empty: bool = True) -> None:
@@ -139,6 +152,9 @@ class Question:
 
     ``evidence_session_ids`` / ``evidence_turn_ids`` are in chronological order; an
     ``abstention`` question (about something never stated) has no evidence.
+    ``paraphrase``: True when the question was worded to share (almost) no content word
+    with its evidence, False when it reuses the evidence's words as users do, None when
+    not known (the public sets) or there is no evidence (abstention).
     """
 
     question_id: str
@@ -149,6 +165,7 @@ class Question:
     evidence_turn_ids: list[str]
     question_date: str = ""
     abstention: bool = False
+    paraphrase: bool | None = None
 
     def __post_init__(self) -> None:
         _text("question", "question_id", self.question_id, empty=False)
@@ -163,6 +180,8 @@ class Question:
             raise ValidationError(f"{owner}: abstention must be a bool")
         if self.abstention and (self.evidence_session_ids or self.evidence_turn_ids):
             raise ValidationError(f"{owner}: an abstention question has no evidence")
+        if self.paraphrase is not None and not isinstance(self.paraphrase, bool):
+            raise ValidationError(f"{owner}: paraphrase must be a bool or None")
 
 
 @dataclass(frozen=True)
@@ -260,6 +279,32 @@ class Conversation:
         """The gold evidence turns of ``question``."""
         return [self.turn(turn_id) for turn_id in question.evidence_turn_ids]
 
+    def lexical_overlap(self, question: Question) -> float | None:
+        """The share of the question's content words found in its evidence turns (None: no evidence turn or no content word).
+
+        Words are :func:`memlab.text.content_words` (lower-cased, stop words dropped, a
+        plural ``s`` folded): 0.0 means a retriever ranking turns by shared words has
+        nothing to go on, 1.0 that every content word of the question is in the evidence.
+        """
+        words = content_words(question.question)
+        turns = self.evidence_turns(question)
+        if not words or not turns:
+            return None
+        found = set().union(*(content_words(turn.text) for turn in turns))
+        return len(words & found) / len(words)
+
+
+def split_of(conversation_id: str, dev_share: float = DEV_SHARE) -> Split:
+    """The part a conversation belongs to: ``dev`` when a keyed BLAKE2b hash of its id, as a fraction in [0, 1), is below ``dev_share``.
+
+    Depends on the id alone (not on the order or number of conversations), so a
+    conversation keeps its part in a larger benchmark of the same seed, on any machine.
+    """
+    if isinstance(dev_share, bool) or not isinstance(dev_share, (int, float)) or not 0.0 < dev_share < 1.0:
+        raise ValidationError(f"dev_share must be a number in (0, 1), got {dev_share!r}")
+    digest = hashlib.blake2b(conversation_id.encode("utf-8"), digest_size=8, key=_SPLIT_KEY).digest()
+    return "dev" if int.from_bytes(digest, "big") / 2**64 < dev_share else "heldout"
+
 
 def _category_order(categories: Sequence[str]) -> list[str]:
     known = [category for category in CATEGORIES if category in categories]
@@ -314,6 +359,23 @@ class Benchmark:
         """The categories present: those of :data:`CATEGORIES` in its order, then any others sorted."""
         return _category_order([question.category for _, question in self.questions()])
 
+    def split(self, part: Split, dev_share: float = DEV_SHARE) -> "Benchmark":
+        """The conversations of one part (:func:`split_of`), as a benchmark named ``{name}/{part}``.
+
+        ``dev`` and ``heldout`` are disjoint and together make the whole benchmark. The
+        hash decides, so the parts are near ``dev_share`` / ``1 - dev_share`` of a large
+        benchmark, and a part of a benchmark of a few conversations may be empty.
+        """
+        if part not in SPLITS:
+            raise ValidationError(f"part must be one of {', '.join(SPLITS)}, got {part!r}")
+        chosen = [conversation for conversation in self.conversations if split_of(conversation.conversation_id, dev_share) == part]
+        return Benchmark(f"{self.name}/{part}", chosen)
+
+    def overlaps(self) -> list[float]:
+        """:meth:`Conversation.lexical_overlap` of every question that has one, in order."""
+        found = [conversation.lexical_overlap(question) for conversation, question in self.questions()]
+        return [value for value in found if value is not None]
+
     def summary(self) -> dict[str, int]:
         """Questions per category (in :meth:`categories` order)."""
         counts: dict[str, int] = {}
@@ -342,6 +404,8 @@ class Benchmark:
                     "n_evidence_turns": len(question.evidence_turn_ids),
                     "n_sessions": len(conversation.sessions),
                     "n_turns": sum(len(session.turns) for session in conversation.sessions),
+                    "paraphrase": question.paraphrase,
+                    "overlap": conversation.lexical_overlap(question),
                 }
             )
         frame = pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
@@ -363,4 +427,6 @@ FRAME_COLUMNS: dict[str, str] = {
     "n_evidence_turns": "int64",
     "n_sessions": "int64",
     "n_turns": "int64",
+    "paraphrase": "boolean",
+    "overlap": "Float64",
 }

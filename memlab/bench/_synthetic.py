@@ -37,7 +37,7 @@ from memlab.bench._conversation_model import (
 from memlab.exceptions import ValidationError
 from memlab.text import I_DONT_KNOW
 
-__all__ = ["ABSTENTION_ANSWER", "DEFAULT_SIZE", "category_counts", "generate"]
+__all__ = ["ABSTENTION_ANSWER", "DEFAULT_SIZE", "category_counts", "conversation_plan", "generate"]
 
 #: questions at ``size="default"`` (an equal share per category)
 DEFAULT_SIZE = 600
@@ -619,6 +619,7 @@ class _Draft:
     answer: str
     abstention: bool = False
     evidence: list[int] = field(default_factory=list)  # session indices, chronological
+    paraphrase: bool = True  # worded apart from the evidence (the synthetic benchmark's every question)
 
 
 def category_counts(size: int) -> dict[str, int]:
@@ -640,11 +641,17 @@ def _other(rng: random.Random, values: Sequence[str], value: str) -> str:
 
 
 class _Builder:
-    """Builds one conversation: picks slots with distinct topics, places statements, then turns."""
+    """Builds one conversation: picks slots with distinct topics, places statements, then turns.
+
+    A subclass (another benchmark's generator, :mod:`memlab.bench._overlap`) sets
+    ``prefix`` and overrides the per-category methods and :meth:`_exchange`.
+    """
+
+    prefix = "syn"
 
     def __init__(self, rng: random.Random, index: int, categories: Sequence[str]) -> None:
         self.rng = rng
-        self.conversation_id = f"syn-{index:04d}"
+        self.conversation_id = f"{self.prefix}-{index:04d}"
         self.categories = categories
         self.topics: set[str] = set()
         count = rng.randint(*_SESSIONS)
@@ -767,10 +774,11 @@ class _Builder:
             session_id = f"{self.conversation_id}-s{index + 1:02d}"
             turns: list[Turn] = []
             for text, question in session_lines:
-                exchange: tuple[tuple[Role, str], ...] = (("user", text), ("assistant", self._reply(text, question)))
-                for role, line in exchange:
+                reply, on_reply = self._exchange(text, question)
+                exchange: tuple[tuple[Role, str, bool], ...] = (("user", text, not on_reply), ("assistant", reply, on_reply))
+                for role, line, holds in exchange:
                     when = self.dates[index] + timedelta(minutes=2 * len(turns))
-                    evidence = role == "user" and question is not None
+                    evidence = holds and question is not None
                     turn = Turn(f"{session_id}:{len(turns)}", session_id, role, line, when.isoformat(), evidence)
                     turns.append(turn)
                     if evidence and question is not None:
@@ -787,10 +795,15 @@ class _Builder:
                 evidence_turn_ids=evidence_turns.get(q, []),
                 question_date=asked.isoformat(),
                 abstention=draft.abstention,
+                paraphrase=None if draft.abstention else draft.paraphrase,
             )
             for q, draft in enumerate(self.drafts)
         ]
         return Conversation(self.conversation_id, sessions, questions)
+
+    def _exchange(self, text: str, question: int | None) -> tuple[str, bool]:
+        """The assistant's reply to the user line ``text`` and whether the reply (not the user line) is the evidence."""
+        return self._reply(text, question), False
 
     def _reply(self, text: str, question: int | None) -> str:
         if question is not None:
@@ -798,13 +811,16 @@ class _Builder:
         return self.rng.choice(_ANSWERS if text.endswith("?") else _REACTIONS)
 
 
-def generate(seed: int = 0, size: int | str = "default") -> Benchmark:
-    """The synthetic benchmark of ``size`` questions (see :func:`memlab.bench.conversations.synthetic`)."""
+def conversation_plan(size: int | str) -> tuple[int, list[list[str]]]:
+    """``(questions, the categories of each conversation)`` for ``size`` (conversation *i* asks each category whose count exceeds *i*)."""
     total = _resolve_size(size)
     counts = category_counts(total)
+    return total, [[category for category in CATEGORIES if index < counts[category]] for index in range(max(counts.values()))]
+
+
+def generate(seed: int = 0, size: int | str = "default") -> Benchmark:
+    """The synthetic benchmark of ``size`` questions (see :func:`memlab.bench.conversations.synthetic`)."""
+    total, plan = conversation_plan(size)
     rng = random.Random(seed)
-    conversations = []
-    for index in range(max(counts.values())):
-        categories = [category for category in CATEGORIES if index < counts[category]]
-        conversations.append(_Builder(rng, index + 1, categories).build())
+    conversations = [_Builder(rng, index + 1, categories).build() for index, categories in enumerate(plan)]
     return Benchmark(f"synthetic-seed{seed}-{total}", conversations)

@@ -6,7 +6,9 @@ The data side of session-retriever measurements: a :class:`Benchmark` holds
 evidence (session ids and turn ids, validated against its conversation).
 
 * :func:`synthetic` - a seeded, offline, deterministic benchmark (>= 500 questions at
-  the default size);
+  the default size) whose questions paraphrase their evidence;
+* :func:`overlap` - the same layout in the words users reuse: most questions echo their
+  evidence, names, products, places and numbers recur (:mod:`memlab.bench._overlap`);
 * :func:`load_longmemeval` / :func:`load_locomo` - the public sets, from a file the
   user supplies (neither is bundled or downloaded).
 
@@ -58,6 +60,39 @@ the question's words about other people or hypotheticals; the tables are data in
 ``syn-0001-s03``, turn ``syn-0001-s03:4``, question ``syn-0001-q2``. Temporal answers are
 ISO dates (``2023-04-12``), ``"N days"``, or the gerund phrase the question names.
 Same ``seed`` and ``size``: the identical benchmark, on any machine.
+
+The overlap benchmark
+---------------------
+
+:func:`overlap` (``seed``, ``size``, ``paraphrase`` = :data:`PARAPHRASE_SHARE` = 0.25): the
+synthetic layout, categories and sizes, with other tables. Exactly
+``round(paraphrase * answerable questions)`` questions (half up; chosen by the seed) are
+paraphrases worded like the synthetic ones; the others **echo** the evidence's words
+("What did I name the beagle I adopted from the shelter?"). Distractors are **mentions**:
+lines about the same names, products, places and numbers that do not answer ("The
+beagle dug up half the garden again"), not copies of the question. Some
+``single_session_fact`` facts are the assistant's (a hotel it recommended): the evidence
+turn is its reply. Abstention questions are the synthetic benchmark's. Ids ``ovl-0001``,
+``ovl-0001-s03``, ``ovl-0001-s03:4``, ``ovl-0001-q2``.
+
+Lexical overlap
+---------------
+
+:meth:`Conversation.lexical_overlap`: the share of a question's content words
+(:func:`memlab.text.content_words`) found in its evidence turns; None for abstention.
+:meth:`Benchmark.to_frame` has it per question (``overlap``, with ``paraphrase``) and
+:meth:`Benchmark.overlaps` lists it. Measured at seed 0, default size (p10 / p50 / p90,
+mean): ``synthetic`` 0 / 0 / 0, 0.019; ``overlap`` 0 / 0.5 / 0.8, 0.41 (its echo questions
+0.54, its paraphrases 0.015). A benchmark of low overlap rewards retrievers that match
+meaning; one of high overlap rewards shared words.
+
+Splits
+------
+
+Every benchmark splits by conversation into ``dev`` (tune on it) and ``heldout`` (report
+it): :meth:`Benchmark.split` / :func:`split_of`, a keyed BLAKE2b hash of the conversation
+id below :data:`DEV_SHARE` (0.5) is ``dev``. The part of a conversation depends on its id
+alone: the same on any machine, for any size, and for a loaded public set.
 
 LongMemEval
 -----------
@@ -117,16 +152,22 @@ import os
 
 from memlab.bench._conversation_model import (
     CATEGORIES,
+    DEV_SHARE,
     FRAME_COLUMNS,
     TURN_UNITS,
+    SPLITS,
     Benchmark,
     Conversation,
     Question,
     Role,
     Session,
+    Split,
     Turn,
     TurnUnit,
+    split_of,
 )
+from memlab.bench._overlap import PARAPHRASE_SHARE
+from memlab.bench._overlap import generate as _generate_overlap
 from memlab.bench._public_sets import LOCOMO_CATEGORIES, LONGMEMEVAL_CATEGORIES
 from memlab.bench._public_sets import load_locomo as _load_locomo
 from memlab.bench._public_sets import load_longmemeval as _load_longmemeval
@@ -137,20 +178,26 @@ __all__ = [
     "ABSTENTION_ANSWER",
     "CATEGORIES",
     "DEFAULT_SIZE",
+    "DEV_SHARE",
     "FRAME_COLUMNS",
     "LOCOMO_CATEGORIES",
     "LONGMEMEVAL_CATEGORIES",
     "TURN_UNITS",
+    "PARAPHRASE_SHARE",
+    "SPLITS",
     "Benchmark",
     "Conversation",
     "Question",
     "Role",
     "Session",
+    "Split",
     "Turn",
     "TurnUnit",
     "category_counts",
     "load_locomo",
     "load_longmemeval",
+    "overlap",
+    "split_of",
     "synthetic",
 ]
 
@@ -163,6 +210,16 @@ def synthetic(seed: int = 0, size: int | str = "default") -> Benchmark:
     :class:`memlab.ValidationError`.
     """
     return _generate(seed, size)
+
+
+def overlap(seed: int = 0, size: int | str = "default", paraphrase: float = PARAPHRASE_SHARE) -> Benchmark:
+    """The seeded overlap benchmark: questions in the evidence's words, ``paraphrase`` of them paraphrased (module docstring).
+
+    Named ``overlap-seed{seed}-{size}`` (``-p{paraphrase}`` appended when not the
+    default). Same ``seed``, ``size`` and ``paraphrase``: the identical benchmark. A bad
+    ``size`` or a ``paraphrase`` outside [0, 1] raises :class:`memlab.ValidationError`.
+    """
+    return _generate_overlap(seed, size, paraphrase)
 
 
 def load_longmemeval(path: str | os.PathLike[str], *, turns: TurnUnit = "exchange") -> Benchmark:

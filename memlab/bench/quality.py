@@ -20,8 +20,15 @@ bootstrap interval, a two-sided p: exact McNemar for hit@k and the no-result rat
 bootstrap otherwise), one line per pair saying which is better on session recall@5.
 
 Datasets (``--dataset``): ``synthetic`` / ``synthetic:SEED``
-(:func:`memlab.bench.conversations.synthetic`, 600 questions), ``longmemeval:PATH``,
-``locomo:PATH`` (files the user supplies).
+(:func:`memlab.bench.conversations.synthetic`, 600 questions), ``overlap`` /
+``overlap:SEED`` (:func:`memlab.bench.conversations.overlap`, 600 questions in the
+evidence's words), ``longmemeval:PATH``, ``locomo:PATH`` (files the user supplies).
+``--split dev`` / ``heldout`` runs one part of it (:meth:`Benchmark.split`; default
+``all``). The result's ``overlap`` row is the benchmark's lexical-overlap distribution
+(:func:`overlap_row`), printed under the tables.
+
+``--tune``: :mod:`memlab.bench.quality_tune` (parameters picked on the dev splits of
+every ``--dataset``, reported once on the held-out ones).
 
 Scale run (``--scale N``, default 10,000; 0 skips): per retriever, ONE session of ``N``
 memlab turns, the exchanges of :func:`~memlab.bench.conversations.synthetic`
@@ -46,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from memlab.bench import _table
-from memlab.bench.conversations import Benchmark, load_locomo, load_longmemeval, synthetic
+from memlab.bench.conversations import Benchmark, load_locomo, load_longmemeval, overlap, synthetic
 from memlab.bench.quality_eval import (
     ALL,
     BENCH_USER,
@@ -65,21 +72,27 @@ from memlab.bench.quality_eval import (
     summary_rows,
 )
 from memlab._cli_errors import UsageError
+from memlab._stats import percentile
 from memlab.exceptions import ValidationError
 from memlab.frames import quality_interval_columns
 from memlab.stats import DEFAULT_RESAMPLES, format_p
 
 __all__ = [
+    "DATASET_SPLITS",
+    "OVERLAP_QUANTILES",
     "OVER_KEYWORD_TARGET",
     "RETRIEVERS",
     "SCALE_P50_TARGETS_MS",
     "SCALE_TARGET_TURNS",
     "SESSION_RECALL_TARGET",
     "QualityBenchSpec",
+    "format_overlap_table",
     "format_quality_table",
     "load_dataset",
+    "overlap_row",
     "run_bench_quality",
     "scale_haystack",
+    "split_dataset",
     "to_frame",
 ]
 
@@ -94,6 +107,12 @@ SCALE_P50_TARGETS_MS = {"bm25": 2.0, "hybrid": 25.0}
 SCALE_TARGET_TURNS = 10_000
 #: the k of the recall targets
 TARGET_K = 5
+#: ``--split``: the whole benchmark or one part of it
+DATASET_SPLITS = ("all", "dev", "heldout")
+#: the quantiles of the lexical-overlap distribution reported (:func:`overlap_row`)
+OVERLAP_QUANTILES = (10, 25, 50, 75, 90)
+#: the generated benchmarks ``--dataset`` names (``NAME`` or ``NAME:SEED``)
+_GENERATED = {"synthetic": synthetic, "overlap": overlap}
 
 
 @dataclass(frozen=True)
@@ -111,22 +130,86 @@ class QualityBenchSpec:
     resamples: int = DEFAULT_RESAMPLES
     #: the seed of those resamples
     bootstrap_seed: int = 0
+    #: ``all``, ``dev`` or ``heldout`` (:data:`DATASET_SPLITS`)
+    split: str = "all"
 
 
 def load_dataset(text: str) -> Benchmark:
-    """``synthetic`` / ``synthetic:SEED`` / ``longmemeval:PATH`` / ``locomo:PATH`` as a benchmark; :class:`UsageError` otherwise."""
+    """``synthetic[:SEED[:SIZE]]`` / ``overlap[:SEED[:SIZE]]`` / ``longmemeval:PATH`` / ``locomo:PATH`` as a benchmark; :class:`UsageError` otherwise.
+
+    ``SIZE``: questions of a generated benchmark (default 600), for quick runs.
+    """
     kind, sep, rest = text.partition(":")
-    if kind == "synthetic":
+    if kind in _GENERATED:
         if not sep:
-            return synthetic()
+            return _GENERATED[kind]()
+        seed_text, _, size_text = rest.partition(":")
         try:
-            seed = int(rest)
+            seed, size = int(seed_text), int(size_text) if size_text else "default"
         except ValueError:
-            raise UsageError(f"--dataset synthetic:SEED takes an integer seed, got {rest!r}") from None
-        return synthetic(seed)
+            raise UsageError(f"--dataset {kind}:SEED[:SIZE] takes integers, got {rest!r}") from None
+        try:
+            return _GENERATED[kind](seed, size)
+        except ValidationError as exc:
+            raise UsageError(f"--dataset {text}: {exc}") from None
     if kind in ("longmemeval", "locomo") and sep and rest.strip():
         return load_longmemeval(rest) if kind == "longmemeval" else load_locomo(rest)
-    raise UsageError(f"--dataset takes synthetic[:SEED], longmemeval:PATH or locomo:PATH, got {text!r}")
+    raise UsageError(f"--dataset takes synthetic[:SEED[:SIZE]], overlap[:SEED[:SIZE]], longmemeval:PATH or locomo:PATH, got {text!r}")
+
+
+def split_dataset(benchmark: Benchmark, split: str) -> Benchmark:
+    """``benchmark`` itself for ``all``, else its ``dev`` / ``heldout`` part; :class:`UsageError` for another name or an empty part."""
+    if split not in DATASET_SPLITS:
+        raise UsageError(f"--split takes {', '.join(DATASET_SPLITS)}, got {split!r}")
+    if split == "all":
+        return benchmark
+    part = benchmark.split("dev" if split == "dev" else "heldout")
+    if not len(part):
+        raise UsageError(f"the {split} split of {benchmark.name} has no question ({len(benchmark.conversations)} conversations)")
+    return part
+
+
+def overlap_row(benchmark: Benchmark) -> dict[str, Any]:
+    """The lexical-overlap distribution of ``benchmark``'s questions (:meth:`Benchmark.overlaps`): count, mean, quantiles, share at 0.
+
+    Also ``echo_mean`` / ``paraphrase_mean``: the mean over the questions marked
+    ``paraphrase`` False / True (None when there are none, e.g. a public set).
+    """
+    import statistics
+
+    values = benchmark.overlaps()
+    flagged: dict[bool, list[float]] = {False: [], True: []}
+    for conversation, question in benchmark.questions():
+        value = conversation.lexical_overlap(question)
+        if value is not None and question.paraphrase is not None:
+            flagged[question.paraphrase].append(value)
+    return {
+        "kind": "overlap",
+        "dataset": benchmark.name,
+        "questions": len(values),
+        "mean": statistics.mean(values) if values else None,
+        **{f"p{q}": percentile(values, q) for q in OVERLAP_QUANTILES},
+        "zero_share": sum(value == 0 for value in values) / len(values) if values else None,
+        "echo_mean": statistics.mean(flagged[False]) if flagged[False] else None,
+        "paraphrase_mean": statistics.mean(flagged[True]) if flagged[True] else None,
+    }
+
+
+def format_overlap_table(rows: Sequence[dict[str, Any]]) -> str:
+    """:func:`overlap_row` rows as text: what share of a question's content words its evidence holds."""
+    n = _table.number
+    return _table.render(
+        ["lexical overlap", "questions", "mean", *(f"p{q}" for q in OVERLAP_QUANTILES), "share 0", "echo mean", "paraphrase mean"],
+        [
+            [row["dataset"], row["questions"], n(row["mean"], 3), *(n(row[f"p{q}"], 2) for q in OVERLAP_QUANTILES), n(row["zero_share"], 2),
+             n(row["echo_mean"], 3), n(row["paraphrase_mean"], 3)]
+            for row in rows
+        ],
+        right=range(1, len(OVERLAP_QUANTILES) + 6),
+    ) + (
+        "\nlexical overlap: the share of a question's content words (stop words dropped, plural s folded) found in its "
+        "evidence turns, answerable questions; echo / paraphrase: questions worded from / apart from the evidence."
+    )
 
 
 def _session(name: str) -> Any:
@@ -144,6 +227,8 @@ def _check(spec: QualityBenchSpec) -> tuple[int, ...]:
         retriever, plus, reranker = name.partition("+")
         return retriever in SESSION_RETRIEVERS and (not plus or (reranker in SESSION_RERANKERS and reranker != "none"))
 
+    if spec.split not in DATASET_SPLITS:
+        raise UsageError(f"--split takes {', '.join(DATASET_SPLITS)}, got {spec.split!r}")
     unknown = [name for name in spec.retrievers if not known(name)]
     if unknown or not spec.retrievers:
         raise UsageError(
@@ -217,6 +302,7 @@ async def _scale_row(name: str, spec: QualityBenchSpec, root: Path, say: Callabl
         "queries": len(timings),
         "write_s": write_s,
         "first_query_s": first_s,
+        "index_ms_per_turn": first_s * 1000 / len(exchanges) if exchanges else None,
         "p50_ms": p50,
         "p95_ms": _table.percentile(timings, 95, scale=1000),
         **_table.judge(p50, target, at_most=True),
@@ -281,7 +367,7 @@ async def run_bench_quality(
     """
     ks = _check(spec)
     say = progress or (lambda line: None)
-    bench = benchmark if benchmark is not None else load_dataset(spec.dataset)
+    bench = split_dataset(benchmark if benchmark is not None else load_dataset(spec.dataset), spec.split)
     rows: list[dict[str, Any]] = []
     questions: list[dict[str, Any]] = []
     scale: list[dict[str, Any]] = []
@@ -298,7 +384,10 @@ async def run_bench_quality(
     comparisons = paired_comparisons(questions, ks, resamples=spec.resamples, seed=spec.bootstrap_seed)
     targets = _targets(rows, synthetic_run, comparisons)
     details = {**dataclasses.asdict(spec), "ks": list(ks), "retrievers": list(spec.retrievers), "benchmark": bench.name, "turns": bench.turns}
-    return {"rows": rows, "questions": questions, "comparisons": comparisons, "scale": scale, "targets": targets, "spec": details}
+    return {
+        "rows": rows, "questions": questions, "comparisons": comparisons, "scale": scale, "targets": targets, "spec": details,
+        "overlap": [overlap_row(bench)],
+    }
 
 
 def to_frame(result: dict[str, Any], *, questions: bool = False, comparisons: bool = False) -> Any:
@@ -405,13 +494,14 @@ def format_quality_table(result: dict[str, Any]) -> str:
     if result["scale"]:
         parts.append(
             _table.render(
-                ["scale", "turns", "queries", "write s", "1st query s", "p50 ms", "p95 ms", "target", "result"],
+                ["scale", "turns", "queries", "write s", "1st query s", "index ms/turn", "p50 ms", "p95 ms", "target", "result"],
                 [
                     [row["retriever"], n(row["turns"]), row["queries"], n(row["write_s"], 1), n(row["first_query_s"], 2),
-                     n(row["p50_ms"], 2), n(row["p95_ms"], 2), f"p50 <= {row['target']:g} ms" if row["target"] else "", _table.verdict(row)]
+                     n(row.get("index_ms_per_turn"), 2), n(row["p50_ms"], 2), n(row["p95_ms"], 2),
+                     f"p50 <= {row['target']:g} ms" if row["target"] else "", _table.verdict(row)]
                     for row in result["scale"]
                 ],
-                right=range(1, 7),
+                right=range(1, 8),
             )
         )
     if result["targets"]:
@@ -426,6 +516,8 @@ def format_quality_table(result: dict[str, Any]) -> str:
                 right=(2,),
             )
         )
+    if result.get("overlap"):
+        parts.append(format_overlap_table(result["overlap"]))
     spec = result["spec"]
     resamples = spec.get("resamples", 0)
     intervals = (
@@ -444,6 +536,7 @@ def format_quality_table(result: dict[str, Any]) -> str:
         + intervals
         + "p50/p95: SessionManager.search end to end, after one warm-up search per conversation; cold: open + first write + "
         "first search (model load: first embedding retriever of the process only); 1st query: median first search per "
-        "conversation (index build; embeds every turn for vector/hybrid); ingest = writes + first searches, per turn."
+        "conversation (index build; embeds every turn for vector/hybrid); ingest = writes + first searches, per turn; "
+        "index ms/turn: the scale session's first search over its turns (the embedding of every turn for vector/hybrid)."
     )
     return "\n\n".join(parts)

@@ -314,6 +314,8 @@ async def evaluate(
                     "abstention": question.abstention,
                     "gold_sessions": len(question.evidence_session_ids),
                     "gold_turns": len(question.evidence_turn_ids),
+                    "paraphrase": question.paraphrase,
+                    "overlap": conversation.lexical_overlap(question),
                     "returned": len(hits),
                     "no_result": not hits,
                     **question_metrics(question, ranked, ks),

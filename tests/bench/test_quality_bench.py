@@ -312,7 +312,7 @@ def test_cli_compares_a_retriever_with_and_without_a_reranker(capsys):
 
 def test_load_dataset_and_the_scale_haystack():
     assert load_dataset("synthetic:5").name == "synthetic-seed5-600"
-    with pytest.raises(UsageError, match="synthetic\\[:SEED\\]"):
+    with pytest.raises(UsageError, match="synthetic\\[:SEED\\[:SIZE\\]\\]"):
         load_dataset("lme:x")
     exchanges, questions = scale_haystack(1500)
     assert len(exchanges) == 1500 and questions

@@ -9,6 +9,7 @@ import pytest
 from memlab.embeddings import HashingEmbedder
 from memlab.models import SessionQAEntry
 from memlab.session.retrievers import (
+    HYBRID_V1,
     BM25SessionRetriever,
     HybridSessionRetriever,
     KeywordIndex,
@@ -43,10 +44,28 @@ class TestHybridBlend(SessionRetrieverSuite):
         return HybridSessionRetriever(HashingEmbedder())
 
 
+class TestHybridV1(SessionRetrieverSuite):
+    @pytest.fixture
+    def session_retriever(self) -> SessionRetriever[Any]:
+        return HybridSessionRetriever(HashingEmbedder(), **HYBRID_V1)  # one vector, the lanes' candidates
+
+
+class TestHybridUserTurnAll(SessionRetrieverSuite):
+    @pytest.fixture
+    def session_retriever(self) -> SessionRetriever[Any]:
+        return HybridSessionRetriever(HashingEmbedder(), vectors="user+turn", candidates="all")  # two vectors a turn, every turn ranked
+
+
 class TestHybridRRF(SessionRetrieverSuite):
     @pytest.fixture
     def session_retriever(self) -> SessionRetriever[Any]:
-        return HybridSessionRetriever(HashingEmbedder(), fusion="rrf")
+        return HybridSessionRetriever(HashingEmbedder(), fusion="rrf", vectors="user+turn", candidates="all")
+
+
+class TestHybridRRFLanes(SessionRetrieverSuite):
+    @pytest.fixture
+    def session_retriever(self) -> SessionRetriever[Any]:
+        return HybridSessionRetriever(HashingEmbedder(), fusion="rrf", vectors="turn", candidates="lanes")
 
 
 class _NewestFirst(SessionRetriever[KeywordIndex]):

@@ -101,7 +101,13 @@ async def test_ranking_sanity(manager):
     hits = await manager.search("u", "zebra stripes", session_id="s")
     assert ids(hits)[0] == ids_[4]
     hits = await manager.search("u", "Paris, France?", session_id="s", top_k=10)
-    assert set(ids(hits)) <= {ids_[0], ids_[1], ids_[3]} and len(hits) >= 2
+    matching = {ids_[0], ids_[1], ids_[3]}
+    if getattr(manager.retriever, "candidates", "lanes") == "all":
+        # hybrid's lanes decide only whether the session answers; then every turn of positive score ranks, the matches first
+        first = [qa_id in matching for qa_id in ids(hits)]
+        assert first == sorted(first, reverse=True) and sum(first) >= 2
+    else:
+        assert set(ids(hits)) <= matching and len(hits) >= 2
     scores = [score for _, score in hits]
     assert scores == sorted(scores, reverse=True) and all(score > 0 for score in scores)
     assert all(isinstance(entry, SessionQAEntry) for entry, _ in hits)
@@ -240,31 +246,42 @@ class CountingEmbedder(HashingEmbedder):
         return await super().embed(texts)
 
 
-@pytest.mark.parametrize("kind", [VectorSessionRetriever, HybridSessionRetriever])
+@pytest.mark.parametrize(
+    "kind",
+    [VectorSessionRetriever, lambda embedder: HybridSessionRetriever(embedder, vectors="turn"),
+     lambda embedder: HybridSessionRetriever(embedder, vectors="user+turn")],
+    ids=["vector", "hybrid-turn", "hybrid-user+turn"],
+)
 async def test_turn_vectors_are_computed_once(cache, kind):
     embedder = CountingEmbedder()
-    manager = SessionManager(cache, retriever=kind(embedder))
+    retriever = kind(embedder)
+    two = getattr(retriever, "vectors", "turn") == "user+turn"  # a second vector of the user side (the question)
+    manager = SessionManager(cache, retriever=retriever)
     ids_ = await fill(manager)
     assert embedder.texts == []  # writes embed nothing
     await manager.search("u", "zebra stripes", session_id="s")
-    assert len(embedder.texts) == 1 + len(TURNS)  # the query and every turn, once
+    assert len(embedder.texts) == 1 + len(TURNS) * (2 if two else 1)  # the query and every turn (both sides), once
     embedder.texts.clear()
     await manager.search("u", "paris france", session_id="s")
     assert embedder.texts == ["paris france"]  # only the query
     embedder.texts.clear()
     new = await manager.add_qa("u", "zebra herd", "migration", session_id="s")
     await manager.search("u", "zebra", session_id="s")
-    assert embedder.texts == ["zebra", "zebra herd migration"]  # the query and the new turn
+    assert embedder.texts == ["zebra", "zebra herd migration", *(["zebra herd"] if two else [])]  # the query and the new turn
     embedder.texts.clear()
     assert await manager.add_feedback("u", ids_[0], "nice", 5, session_id="s")  # a reset, the text unchanged
     assert await manager.delete_qa("u", ids_[2], session_id="s")  # a reset
     await manager.search("u", "zebra", session_id="s")
     assert embedder.texts == ["zebra"]  # no turn is embedded again
     embedder.texts.clear()
-    assert await manager.update_qa("u", new, session_id="s", answer="stripes")  # an edit: that turn only
+    assert await manager.update_qa("u", new, session_id="s", answer="stripes")  # an edit: that turn only (its user side unchanged)
     hits = await manager.search("u", "zebra stripes", session_id="s")
     assert embedder.texts == ["zebra stripes", "zebra herd stripes"]
     assert new in ids(hits)
+    embedder.texts.clear()
+    await manager.add_qa("u", "", "an answer alone", session_id="s")  # no user side: the whole turn is embedded once
+    await manager.search("u", "zebra", session_id="s")
+    assert embedder.texts == ["zebra", "an answer alone"]
 
 
 async def test_concurrent_searches_embed_each_turn_once(cache):
@@ -397,6 +414,59 @@ async def test_minilm_vector_and_hybrid_find_a_paraphrase_keyword_misses(tmp_pat
             found[name] = await stack.recall(query, session_id="chat", scope="session")
             assert await stack.recall("quantum chromodynamics lecture notes", session_id="chat", scope="session") == []
     assert found["keyword"] == [] and found["bm25"] == []
+    assert [hit.question for hit in found["vector"]] == [turns[0][0]]  # the only turn above the cosine floor
+    assert found["hybrid"][0].question == turns[0][0]  # first; the lanes only decide that the session answers
     for name in ("vector", "hybrid"):
-        assert [hit.question for hit in found[name]] == [turns[0][0]], name
         assert found[name][0].matched_tokens == 0 and found[name][0].score > 0.3
+
+
+# -- hybrid v2: two vectors a turn, every turn ranked once a lane finds one ----------------------------
+
+
+class TableEmbedder(HashingEmbedder):
+    """Fixed unit vectors per text (others: a vector orthogonal to all of them)."""
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        super().__init__(dim=8)
+        self.table = table
+
+    async def _embed_batch(self, texts):
+        return [self.table.get(text, [0.0, 0.0, 1.0] + [0.0] * 5) for text in texts]
+
+
+def _unit(x: float, y: float) -> list[float]:
+    norm = (x * x + y * y) ** 0.5
+    return [x / norm, y / norm] + [0.0] * 6
+
+
+async def test_hybrid_candidates_all_ranks_every_turn_of_positive_score_once_a_lane_finds_one():
+    from memlab.cache import MemoryCache
+
+    table = {"find me": _unit(1, 0), "apple a": _unit(0.9, 0.436), "berry b": _unit(0.2, 0.98), "cherry c": _unit(-0.5, 0.866)}
+    for candidates, expected in (("lanes", ["apple"]), ("all", ["apple", "berry"])):
+        retriever = HybridSessionRetriever(TableEmbedder(table), vectors="turn", candidates=candidates, alpha=0.1)
+        manager = SessionManager(MemoryCache(clock=FakeClock()), retriever=retriever)
+        await fill(manager, [("apple", "a"), ("berry", "b"), ("cherry", "c")])
+        hits = await manager.search("u", "find me", session_id="s")
+        assert [entry.question for entry, _ in hits] == expected, candidates  # cherry's cosine is negative: never
+        cosine = table["apple a"][0]
+        assert hits[0][1] == pytest.approx(0.9 * cosine)  # no BM25 term shared: (1 - alpha) * cosine
+        assert await manager.search("u", "nothing here", session_id="s") == []  # neither lane finds a turn
+
+
+async def test_hybrid_user_side_vector_scores_the_better_cosine():
+    from memlab.cache import MemoryCache
+
+    table = {"find me": _unit(1, 0), "where is it": _unit(1, 0), "where is it a long unrelated reply": _unit(0.1, 0.995)}
+    found = {}
+    for vectors in ("turn", "user+turn"):
+        retriever = HybridSessionRetriever(TableEmbedder(table), vectors=vectors, candidates="lanes", alpha=0.0)
+        manager = SessionManager(MemoryCache(clock=FakeClock()), retriever=retriever)
+        await fill(manager, [("where is it", "a long unrelated reply")])
+        found[vectors] = await manager.search("u", "find me", session_id="s")
+    assert found["turn"] == []  # the whole turn's cosine (0.1) is under the floor
+    assert [score for _, score in found["user+turn"]] == [pytest.approx(1.0)]  # the user side's cosine (1.0) wins
+    with pytest.raises(ValueError, match="vectors"):
+        HybridSessionRetriever(HashingEmbedder(), vectors="both")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="candidates"):
+        HybridSessionRetriever(HashingEmbedder(), candidates="some")  # type: ignore[arg-type]

@@ -5,8 +5,8 @@
 * :class:`BM25SessionRetriever` (``bm25``): Okapi BM25 over the turn text;
 * :class:`VectorSessionRetriever` (``vector``): cosine similarity with the stack's
   embedder, above a similarity floor;
-* :class:`HybridSessionRetriever` (``hybrid``): BM25 and vector fused by reciprocal
-  rank fusion.
+* :class:`HybridSessionRetriever` (``hybrid``): BM25 and vector fused (a weighted blend
+  or reciprocal rank fusion; one or two vectors per turn).
 
 The contract is :class:`SessionRetriever` (``_base.py``); :mod:`memlab.config` maps the
 names to these classes (``SESSION_RETRIEVERS``, ``build_session_retriever``). Importing
@@ -24,13 +24,23 @@ from memlab.session.retrievers._base import (
     matched_tokens,
 )
 from memlab.session.retrievers._bm25 import BM25_B, BM25_K1, BM25Index, BM25SessionRetriever, bm25_tokens
-from memlab.session.retrievers._hybrid import HYBRID_ALPHA, RRF_K, HybridIndex, HybridSessionRetriever, competition_ranks
+from memlab.session.retrievers._hybrid import (
+    HYBRID_ALPHA,
+    HYBRID_CANDIDATES,
+    HYBRID_V1,
+    HYBRID_VECTORS,
+    RRF_K,
+    HybridIndex,
+    HybridSessionRetriever,
+    competition_ranks,
+)
 from memlab.session.retrievers._keyword import KeywordIndex, KeywordSessionRetriever
 from memlab.session.retrievers._vector import (
     MEASURED_MS_PER_TURN,
     VECTOR_MIN_SIMILARITY,
     VectorIndex,
     VectorSessionRetriever,
+    user_text,
     vector_text,
 )
 
@@ -40,6 +50,9 @@ __all__ = [
     "BM25_B",
     "BM25_K1",
     "HYBRID_ALPHA",
+    "HYBRID_CANDIDATES",
+    "HYBRID_V1",
+    "HYBRID_VECTORS",
     "HybridIndex",
     "HybridSessionRetriever",
     "KeywordIndex",
@@ -57,5 +70,6 @@ __all__ = [
     "entry_text",
     "entry_tokens",
     "matched_tokens",
+    "user_text",
     "vector_text",
 ]

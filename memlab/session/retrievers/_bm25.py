@@ -115,6 +115,10 @@ class BM25Index(SessionIndex):
         found = np.flatnonzero(touched)
         return found, scores[found]
 
+    def arrays(self, query: str, k1: float = BM25_K1, b: float = BM25_B) -> tuple[Any, Any]:
+        """``(positions, scores)``: numpy arrays of every turn sharing a query term (positions ascending, scores > 0)."""
+        return self._scored(query, k1, b)
+
     def scores(self, query: str, k1: float = BM25_K1, b: float = BM25_B) -> dict[int, float]:
         """``position -> BM25`` of every turn sharing a query term (all > 0)."""
         positions, scores = self._scored(query, k1, b)

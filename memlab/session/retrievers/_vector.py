@@ -20,8 +20,10 @@
   (writes stay free of embedding calls, as ``remember(text, session_id=...)``
   promises), and cached in the index by ``qa_id`` with the text they were made
   from. A search embeds, in one batch call, the query and only the turns it has
-  not embedded yet; an edit re-embeds that one turn; a reset (an edit or delete,
-  here or in another process) keeps the vectors of the turns that survive. One
+  not embedded yet (each distinct text once); an edit re-embeds that one turn; a
+  reset (an edit or delete, here or in another process) keeps the vectors of the
+  turns that survive. An index may hold several vectors per turn (``hybrid``'s user
+  side: :class:`VectorIndex` ``texts``); the cosine is then the best of them. One
   lock per index makes concurrent searches share the work instead of repeating it.
   While the turns the matrix was built from are unchanged (the same entry objects,
   compared as one list), a search looks only at the turns appended since: on a
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
     from memlab.cache import QALog
     from memlab.embeddings import Embedder
 
-__all__ = ["MEASURED_MS_PER_TURN", "VECTOR_MIN_SIMILARITY", "VectorIndex", "VectorSessionRetriever", "vector_text"]
+__all__ = ["MEASURED_MS_PER_TURN", "VECTOR_MIN_SIMILARITY", "VectorIndex", "VectorSessionRetriever", "user_text", "vector_text"]
 
 #: cosine below which a turn is not a match (see the module docstring)
 VECTOR_MIN_SIMILARITY = 0.3
@@ -65,6 +67,11 @@ def vector_text(entry: SessionQAEntry) -> str:
     return " ".join(part for part in (entry.question, entry.answer, entry.context) if part)
 
 
+def user_text(entry: SessionQAEntry) -> str:
+    """The user side of a turn: its question; the whole turn's :func:`vector_text` when the question is empty."""
+    return entry.question or vector_text(entry)
+
+
 def _key(entry: SessionQAEntry) -> str:
     return entry.qa_id if entry.qa_id is not None else "\x00" + vector_text(entry)
 
@@ -76,66 +83,103 @@ def check_min_similarity(value: Any) -> float:
     return float(value)
 
 
-class VectorIndex(SessionIndex):
-    """One session's turns and their vectors (cached by ``qa_id``, made on first need)."""
+class _View:
+    """One vector per turn made from ``text(entry)``: the cache by key and the matrix of the last snapshot."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, text: Callable[[SessionQAEntry], str]) -> None:
+        self.text = text
         #: key -> (the text embedded, its unit vector)
-        self._vectors: dict[str, tuple[str, Any]] = {}
-        self._lock = asyncio.Lock()
-        self._matrix: Any = None
-        self._matrix_keys: list[str] = []
+        self.cache: dict[str, tuple[str, Any]] = {}
+        self.matrix: Any = None
+        self.keys: list[str] = []
         #: the turns the matrix was built from (a snapshot list)
-        self._matrix_entries: list[SessionQAEntry] = []
-        #: turns embedded over the index's life (a turn is embedded once unless its text changes)
+        self.entries: list[SessionQAEntry] = []
+
+    def prune(self, live: set[str]) -> None:
+        self.cache = {key: value for key, value in self.cache.items() if key in live}
+
+    def plan(self, entries: list[SessionQAEntry]) -> tuple[list[SessionQAEntry] | None, dict[str, Any], dict[str, str]]:
+        """``(tail, rows, missing)``: the turns appended since the matrix (None: rebuild), the cached rows, the texts to embed by key."""
+        # the matrix's turns unchanged (the same objects; equal ones after a reset) and only turns appended since:
+        # look at the appended ones alone, so a search of a long session costs no per-turn Python work
+        known = len(self.entries)
+        tail = entries[known:] if self.matrix is not None and entries[:known] == self.entries else None
+        rows: dict[str, Any] = {}  # this snapshot's vectors, held here: a reset may prune the cache meanwhile
+        missing: dict[str, str] = {}
+        for entry in entries if tail is None else tail:
+            key, text = _key(entry), self.text(entry)
+            cached = self.cache.get(key)
+            if cached is None or cached[0] != text:
+                missing[key] = text
+            else:
+                rows[key] = cached[1]
+        return tail, rows, missing
+
+    def commit(self, entries: list[SessionQAEntry], tail: list[SessionQAEntry] | None, rows: dict[str, Any],
+               missing: dict[str, str], embedded: dict[str, Any]) -> Any:
+        """Store the new vectors (``embedded``: text -> vector) and return the snapshot's matrix."""
+        import numpy as np
+
+        for key, text in missing.items():
+            self.cache[key] = (text, embedded[text])
+            rows[key] = embedded[text]
+        self.entries = list(entries)
+        if tail is not None:
+            if tail:
+                appended = [_key(entry) for entry in tail]
+                self.matrix = np.vstack([self.matrix, *(rows[key] for key in appended)])
+                self.keys = self.keys + appended
+            return self.matrix
+        keys = [_key(entry) for entry in entries]
+        known = len(self.keys)
+        edited = not missing.keys().isdisjoint(self.keys)
+        if self.matrix is None or edited or keys[:known] != self.keys:
+            self.matrix = np.vstack([rows[key] for key in keys])
+        elif len(keys) > known:  # appended turns: extend the matrix
+            self.matrix = np.vstack([self.matrix, *(rows[key] for key in keys[known:])])
+        self.keys = keys
+        return self.matrix
+
+
+class VectorIndex(SessionIndex):
+    """One session's turns and their vectors (cached by ``qa_id``, made on first need).
+
+    ``texts``: the text functions of the vectors each turn gets (default one,
+    :func:`vector_text`; ``hybrid`` adds :func:`user_text`). One search embeds the
+    query and every missing text of every view in one call, each distinct text once.
+    """
+
+    def __init__(self, texts: tuple[Callable[[SessionQAEntry], str], ...] = (vector_text,)) -> None:
+        super().__init__()
+        if not texts:
+            raise ValueError("a VectorIndex needs at least one text function")
+        self._views = [_View(text) for text in texts]
+        self._lock = asyncio.Lock()
+        #: turns embedded over the index's life, per view summed (a turn is embedded once unless its text changes)
         self.embedded_turns = 0
 
     def apply(self, log: "QALog") -> None:
         super().apply(log)
         if log.reset:  # keep the vectors of the turns that are still live
             live = {_key(entry) for entry in self.entries}
-            self._vectors = {key: value for key, value in self._vectors.items() if key in live}
+            for view in self._views:
+                view.prune(live)
 
     async def vectors(self, entries: list[SessionQAEntry], query: str, embedder: "Embedder") -> tuple[Any, Any]:
-        """``(query vector, matrix of the entries' vectors)``; embeds the query and the turns not embedded yet, in one call."""
-        import numpy as np
+        """``(query vector, matrix of the entries' vectors)`` of the first view (see :meth:`all_vectors`)."""
+        query_vector, matrices = await self.all_vectors(entries, query, embedder)
+        return query_vector, matrices[0]
 
+    async def all_vectors(self, entries: list[SessionQAEntry], query: str, embedder: "Embedder") -> tuple[Any, list[Any]]:
+        """``(query vector, one matrix per view)``; embeds the query and the texts not embedded yet, in one call."""
         async with self._lock:
-            # the matrix's turns unchanged (the same objects; equal ones after a reset) and only turns appended since:
-            # look at the appended ones alone, so a search of a long session costs no per-turn Python work
-            known = len(self._matrix_entries)
-            tail = entries[known:] if self._matrix is not None and entries[:known] == self._matrix_entries else None
-            rows: dict[str, Any] = {}  # this snapshot's vectors, held here: a reset may prune the cache meanwhile
-            missing: dict[str, str] = {}
-            for entry in entries if tail is None else tail:
-                key, text = _key(entry), vector_text(entry)
-                cached = self._vectors.get(key)
-                if cached is None or cached[0] != text:
-                    missing[key] = text
-                else:
-                    rows[key] = cached[1]
-            found = await embedder.embed([query, *missing.values()])
-            for (key, text), vector in zip(missing.items(), found[1:]):
-                self._vectors[key] = (text, vector)
-                rows[key] = vector
-            self.embedded_turns += len(missing)
-            self._matrix_entries = list(entries)
-            if tail is not None:
-                if tail:
-                    appended = [_key(entry) for entry in tail]
-                    self._matrix = np.vstack([self._matrix, *(rows[key] for key in appended)])
-                    self._matrix_keys = self._matrix_keys + appended
-                return found[0], self._matrix
-            keys = [_key(entry) for entry in entries]
-            known = len(self._matrix_keys)
-            edited = not missing.keys().isdisjoint(self._matrix_keys)
-            if self._matrix is None or edited or keys[:known] != self._matrix_keys:
-                self._matrix = np.vstack([rows[key] for key in keys])
-            elif len(keys) > known:  # appended turns: extend the matrix
-                self._matrix = np.vstack([self._matrix, *(rows[key] for key in keys[known:])])
-            self._matrix_keys = keys
-            return found[0], self._matrix
+            plans = [view.plan(entries) for view in self._views]
+            texts = list(dict.fromkeys(text for _, _, missing in plans for text in missing.values()))
+            found = await embedder.embed([query, *texts])
+            embedded = dict(zip(texts, found[1:]))
+            self.embedded_turns += sum(len(missing) for _, _, missing in plans)
+            matrices = [view.commit(entries, tail, rows, missing, embedded) for view, (tail, rows, missing) in zip(self._views, plans)]
+            return found[0], matrices
 
 
 class VectorSessionRetriever(SessionRetriever[VectorIndex]):
@@ -172,12 +216,25 @@ class VectorSessionRetriever(SessionRetriever[VectorIndex]):
         return VectorIndex()
 
     async def similarities(self, index: VectorIndex, query: str) -> tuple[list[SessionQAEntry], list[float]]:
-        """The snapshot of ``index``'s turns and the cosine of each with ``query`` (no floor applied)."""
+        """The snapshot of ``index``'s turns and the cosine of each with ``query`` (no floor applied).
+
+        With several vectors per turn (an index of several ``texts``), a turn's cosine is the best of them.
+        """
+        entries, cosines = await self.cosines(index, query)
+        return entries, [] if cosines is None else cosines.tolist()
+
+    async def cosines(self, index: VectorIndex, query: str) -> tuple[list[SessionQAEntry], Any]:
+        """:meth:`similarities` as a float64 numpy array (None for an empty session or a query without tokens)."""
         entries = list(index.entries)  # the snapshot, taken before any await
         if not entries or not session_tokens(query):
-            return entries, []
-        query_vector, matrix = await index.vectors(entries, query, self.embedder)
-        return entries, (matrix @ query_vector).tolist()
+            return entries, None
+        import numpy as np
+
+        query_vector, matrices = await index.all_vectors(entries, query, self.embedder)
+        cosines = matrices[0] @ query_vector
+        for matrix in matrices[1:]:
+            cosines = np.maximum(cosines, matrix @ query_vector)
+        return entries, cosines.astype(np.float64)
 
     async def search(self, index: VectorIndex, query: str, top_k: int) -> list[tuple[SessionQAEntry, float]]:
         if top_k < 1:
