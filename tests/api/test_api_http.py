@@ -1,4 +1,4 @@
-"""The HTTP read API against a real uvicorn server: authentication, visibility, errors, pagination, ranges."""
+"""The HTTP API's read routes against a real uvicorn server: authentication, visibility, errors, pagination, ranges."""
 
 from __future__ import annotations
 
