@@ -10,7 +10,7 @@ is simply not there: 404 for feedback and end, and never touched.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import Response
@@ -46,7 +46,11 @@ def _answers(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 def add_write_routes(app: FastAPI, stack: MemoryStack) -> None:
-    """The POST routes over ``stack`` (its state is the app's: see :func:`memlab.api.create_app`)."""
+    """The POST routes over ``stack`` (its state is the app's: see :func:`memlab.api.create_app`).
+
+    recall's and search's bodies name their fields as the stack methods name their keywords, so
+    the bodies are passed on as they are.
+    """
 
     @app.post("/api/v1/remember", response_model=RememberResult, responses=_answers(403, 404, 409, 502), tags=["memory"])
     async def remember(caller: Caller, body: RememberRequest) -> Response:
@@ -65,32 +69,13 @@ def add_write_routes(app: FastAPI, stack: MemoryStack) -> None:
     @app.post("/api/v1/recall", response_model=list[AnyRecallResponse], responses=_answers(404, 409, 502), tags=["memory"])
     async def recall(caller: Caller, body: RecallRequest) -> Response:
         """Search memory: the session, the graph or both; session hits carry `qa_id` (for feedback), graph hits text and score."""
-        found = await stack.recall(
-            body.query,
-            body.query_type,
-            datasets=body.datasets,
-            dataset_ids=body.dataset_ids,
-            top_k=body.top_k,
-            scope=cast("str | list[str] | None", body.scope),  # the schema's names are str
-            session_id=body.session_id,
-            user=caller,
-            only_context=body.only_context,
-        )
+        found = await stack.recall(body.query, body.query_type, user=caller, **body.model_dump(exclude={"query", "query_type"}))
         return json_answer(results_json(found))
 
     @app.post("/api/v1/search", response_model=list[AnyRecallResponse], responses=_answers(404, 409, 502), tags=["memory"])
     async def search(caller: Caller, body: SearchRequest) -> Response:
         """One search type over the graph; a completion type answers with the session's last turns and stores the turn in it."""
-        found = await stack.search(
-            body.query,
-            body.query_type,
-            session_id=body.session_id,
-            datasets=body.datasets,
-            dataset_ids=body.dataset_ids,
-            top_k=body.top_k,
-            user=caller,
-            only_context=body.only_context,
-        )
+        found = await stack.search(body.query, body.query_type, user=caller, **body.model_dump(exclude={"query", "query_type"}))
         return json_answer(results_json(found))
 
     @app.post("/api/v1/forget", response_model=ForgetResult, responses=_answers(403, 404, 409), tags=["memory"])
