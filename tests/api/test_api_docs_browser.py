@@ -6,8 +6,20 @@ import httpx
 
 from memlab.testing.browser import offline_page
 
-#: every operation of the API, as both pages list it
-PATHS = ("/healthz", "/api/v1/sessions", "/api/v1/sessions/stats", "/api/v1/sessions/cost-by-model", "/api/v1/sessions/{session_id}")
+#: every operation of the API (one per path), as both pages list it
+PATHS = (
+    "/healthz",
+    "/api/v1/sessions",
+    "/api/v1/sessions/stats",
+    "/api/v1/sessions/cost-by-model",
+    "/api/v1/sessions/{session_id}",
+    "/api/v1/remember",
+    "/api/v1/recall",
+    "/api/v1/search",
+    "/api/v1/forget",
+    "/api/v1/sessions/{session_id}/feedback",
+    "/api/v1/sessions/{session_id}/end",
+)
 
 
 async def test_swagger_ui_renders_every_endpoint_offline(live):

