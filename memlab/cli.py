@@ -12,7 +12,7 @@
     memlab bench usage [options]     what usage tracking adds to a session turn (see memlab.bench.usage)
     memlab bench turn [options]      where a search() turn's time goes, per phase (see memlab.bench.turn)
     memlab bench serve [options]     the HTTP read API under concurrent clients (see memlab.bench.serve)
-    memlab serve [--host H] [--port P] [--workers N]   the HTTP read API (memlab.api) on the stack from the environment
+    memlab serve [--host H] [--port P] [--workers N]   the HTTP API (memlab.api) on the stack from the environment
     memlab mcp [--http [--host H] [--port P]]          an MCP server (memlab.integrations.mcp): stdio, or streamable HTTP
     memlab users create-key NAME     a new API key of user NAME (created when no user has that name), printed once
     memlab users revoke-key KEY      revoke an API key
@@ -315,8 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser(
         "serve",
-        help="the HTTP read API",
-        description="Serve the HTTP read API (GET /api/v1/sessions..., /healthz; see memlab.api) with uvicorn, on the stack "
+        help="the HTTP API",
+        description="Serve the HTTP API (GET /api/v1/sessions..., POST /api/v1/remember, /recall, /search, /forget, "
+        "/sessions/{id}/feedback and /end, /healthz; see memlab.api) with uvicorn, on the stack "
         "built from the environment (MEMLAB_DATA_ROOT, CACHE_BACKEND, ...). Callers authenticate with "
         "'Authorization: Bearer <key>' (keys from 'memlab users create-key'). Needs memlab[api].",
     )

@@ -11,7 +11,8 @@ Who may do what:
 A ``dataset`` argument is a :class:`~memlab.models.Dataset`, a UUID (or UUID
 string) of any dataset, or a name, which is looked up among the acting user's
 own datasets. Refusals raise :class:`~memlab.exceptions.PermissionDeniedError`
-naming the dataset id and permission, never its content.
+naming the dataset id and permission, never its content; a dataset that does not
+exist raises :class:`~memlab.exceptions.NotFoundError` (a ``ValidationError``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from memlab.exceptions import PermissionDeniedError, ValidationError
+from memlab.exceptions import NotFoundError, PermissionDeniedError, ValidationError
 from memlab.models import DataRecord, Dataset, ForgetResult, User
 from memlab.relational import RelationalStore
 from memlab.users import Users
@@ -117,7 +118,7 @@ class Datasets:
     async def resolve(self, dataset: Any, user: Any, permission: str, *, create: bool = False) -> Dataset:
         """The dataset ``user`` may ``permission``; a missing own name is created when ``create``.
 
-        Raises ``ValidationError`` for an unknown dataset and ``PermissionDeniedError``
+        Raises ``NotFoundError`` (a ``ValidationError``) for an unknown dataset and ``PermissionDeniedError``
         when the user lacks the permission.
         """
         _check_permission(permission)
@@ -163,13 +164,13 @@ class Datasets:
         if dataset_id is not None:
             found = await self._store.datasets.by_id(dataset_id)
             if found is None:
-                raise ValidationError(f"dataset {dataset_id} does not exist")
+                raise NotFoundError(f"dataset {dataset_id} does not exist", what="dataset")
             return found
         if not dataset.strip():
             raise ValidationError(f"dataset name must be a non-blank string, got {dataset!r}")
         found = await self._store.datasets.get(acting.id, dataset.strip())
         if found is None:
-            raise ValidationError(f"user {acting.id} has no dataset named {dataset!r}")
+            raise NotFoundError(f"user {acting.id} has no dataset named {dataset!r}", what="dataset")
         return found
 
     async def _allowed(self, acting: User, target: Dataset, permission: str) -> bool:

@@ -9,6 +9,7 @@ errors (sqlite3, redis, asyncpg, ...) are wrapped, never raised bare::
     │   ├── SessionParameterValidationError  bad user/session/qa id, last_n < 1, non-UUID dataset id
     │   ├── SessionQAEntryValidationError    a QA entry field is invalid (feedback_score outside 1..5, ...)
     │   ├── SessionPreconditionError         the call needs state that does not exist (no main_dataset)
+    │   ├── NotFoundError                    the dataset or document the call names does not exist (``what`` says which)
     │   ├── SessionDistillationError         distill_session() got no dataset, or one that is unknown or not writable
     │   └── StructuredOutputError            the LLM's output does not fill the requested response_model
     ├── PermissionDeniedError(PermissionError)  the user may not read / write that dataset; nothing leaked
@@ -50,6 +51,7 @@ __all__ = [
     "LLMError",
     "MemlabError",
     "MigrationError",
+    "NotFoundError",
     "SessionLockTimeout",
     "SnapshotConflict",
     "PermissionDeniedError",
@@ -89,6 +91,19 @@ class SessionQAEntryValidationError(ValidationError):
 
 class SessionPreconditionError(ValidationError):
     """The call needs state that does not exist yet (for example a ``main_dataset``)."""
+
+
+class NotFoundError(ValidationError):
+    """The dataset or document a call names does not exist. Nothing was written.
+
+    ``what`` is ``"dataset"`` (an id no dataset has, or a name the acting user owns no
+    dataset of: names are per user) or ``"document"`` (a ``data_id`` the dataset does
+    not hold). A subclass of :class:`ValidationError`, which callers caught before.
+    """
+
+    def __init__(self, message: str, *, what: str) -> None:
+        super().__init__(message)
+        self.what = what
 
 
 class PermissionDeniedError(MemlabError, PermissionError):

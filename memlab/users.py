@@ -1,6 +1,6 @@
 """``stack.users``: the default user, agent users, resolving ``user=`` arguments, and API keys.
 
-API keys authenticate callers of the HTTP read API (:mod:`memlab.api`). A key is
+API keys authenticate callers of the HTTP API (:mod:`memlab.api`) and of ``memlab mcp --http``. A key is
 ``mlk_`` followed by ``secrets.token_urlsafe(32)`` (43 characters, 256 random bits);
 it is returned once by :meth:`Users.create_api_key` and only its SHA-256 hex digest
 (plus its first 12 characters, to tell keys apart in a listing) is stored. A key is

@@ -1,4 +1,8 @@
-"""The FastAPI app of the read API: authentication, routes, error mapping (see :mod:`memlab.api`)."""
+"""The FastAPI app: its lifespan, the read routes, and the pieces it is built from (see :mod:`memlab.api`).
+
+``_auth`` is the caller (the bearer key's user), ``_errors`` how failures answer, ``_bodies`` the
+request bodies and JSON answers, ``_writes`` the POST routes.
+"""
 
 from __future__ import annotations
 
@@ -6,32 +10,25 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import JSONResponse, Response
-from fastapi.security import HTTPBearer
 from pydantic import BaseModel, TypeAdapter
 
-from memlab.exceptions import BackendError, StackStateError, ValidationError
+from memlab.api._auth import AUTH_ERRORS, Caller, ErrorBody
+from memlab.api._bodies import json_answer
+from memlab.api._errors import SESSION_NOT_FOUND, install
+from memlab.api._writes import add_write_routes
 from memlab.lifecycle import StackState
-from memlab.models import ModelCost, SessionPage, SessionUsage, UsageStats, User
+from memlab.models import ModelCost, SessionPage, SessionUsage, UsageStats
+from memlab.remote import OrderBy, SessionStatus
 from memlab.stack import MemoryStack
 from memlab.usage import MAX_LIMIT, MAX_OFFSET
 
 __all__ = ["ErrorBody", "Health", "app_from_env", "create_app", "run_factory", "serve"]
 
-#: query values ``stack.usage`` accepts, declared here too so the OpenAPI schema lists them
-SessionStatus = Literal["running", "completed", "failed", "abandoned"]
-OrderBy = Literal["last_activity_at", "started_at", "ended_at", "cost_usd", "tokens_in", "tokens_out"]
+#: query values ``stack.usage`` accepts, declared so the OpenAPI schema lists them (with ``SessionStatus`` and
+#: ``OrderBy`` of :mod:`memlab.remote`, imported here for the read routes)
 UsageRange = Literal["24h", "7d", "30d", "all"]
-
-_NOT_FOUND = "session not found"
-_QUERY_NAMES = frozenset({"status", "order_by", "descending", "limit", "offset", "range"})
-
-
-class ErrorBody(BaseModel):
-    """The body of a 401, 404 or 503 answer."""
-
-    detail: str
 
 
 class Health(BaseModel):
@@ -42,77 +39,15 @@ class Health(BaseModel):
     version: str
 
 
-def _unauthorized(detail: str, *, invalid: bool) -> HTTPException:
-    challenge = 'Bearer error="invalid_token"' if invalid else "Bearer"
-    return HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": challenge})
-
-
-class _BearerKey(HTTPBearer):
-    """The schema's ``HTTPBearer`` scheme, whose dependency is the key's user itself.
-
-    One dependency instead of a user dependency on the credentials dependency: FastAPI
-    solves each level of dependencies per request at a cost of its own (the routes'
-    ceiling in ``memlab bench serve`` has none), and the OpenAPI schema is the same.
-    """
-
-    async def __call__(self, request: Request) -> User:  # type: ignore[override]
-        """The user of the request's bearer key; 401 for a missing, malformed, unknown or revoked key."""
-        credentials = await super().__call__(request)
-        if credentials is None:
-            raise _unauthorized("an API key is required: send 'Authorization: Bearer <key>'", invalid=False)
-        stack: MemoryStack = request.app.state.stack
-        try:
-            user = await stack.users.user_for_api_key(credentials.credentials)
-        except ValidationError:  # not even shaped like a key
-            user = None
-        if user is None:
-            raise _unauthorized("the API key is unknown or revoked", invalid=True)
-        return user
-
-
-_caller = _BearerKey(
-    scheme_name="HTTPBearer", auto_error=False, description="an API key: `memlab users create-key NAME` or `stack.users.create_api_key(user)`"
-)
-
-
-Caller = Annotated[User, Depends(_caller)]
 RangeQuery = Annotated[UsageRange, Query(alias="range", description="the window counted back from now (by last activity)")]
-
-_AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorBody, "description": "missing, unknown or revoked API key"},
-    503: {"model": ErrorBody, "description": "the stack is not open, or a store is unavailable"},
-}
-
 
 #: ``list[ModelCost]`` to JSON, as FastAPI serialises a response_model (no aliases in these models)
 _MODEL_COSTS = TypeAdapter(list[ModelCost])
 
 
-def _json(body: str | bytes) -> Response:
-    """A 200 answer of JSON a model has already serialised."""
-    return Response(content=body, media_type="application/json")
-
-
-def _validation_error(request: Request, exc: Exception) -> JSONResponse:
-    """A memlab ``ValidationError`` in FastAPI's own 422 shape, located at the parameter its message names."""
-    message = str(exc)
-    first = message.split(" ", 1)[0]  # memlab's messages start with the argument's name
-    if first in request.path_params:
-        where = ["path", first]
-    elif first in _QUERY_NAMES or first in request.query_params:
-        where = ["query", first]
-    else:
-        where = ["query"]
-    return JSONResponse(status_code=422, content={"detail": [{"loc": where, "msg": message, "type": "value_error"}]})
-
-
-def _unavailable(request: Request, exc: Exception) -> JSONResponse:
-    detail = "the memory stack is not open" if isinstance(exc, StackStateError) else "a memlab store is unavailable"
-    return JSONResponse(status_code=503, content={"detail": detail})
-
-
 def create_app(stack: MemoryStack) -> FastAPI:
-    """The read API over ``stack``; the app opens the stack on startup unless it is open already (and then closes it)."""
+    """The API over ``stack``; the app opens the stack on startup unless it is open already (and then closes it, which
+    waits for the background self-improvement that remember scheduled: ``MemoryStack.close``)."""
     from memlab import __version__
 
     @asynccontextmanager
@@ -132,7 +67,8 @@ def create_app(stack: MemoryStack) -> FastAPI:
     app = FastAPIOffline(
         title="memlab",
         version=__version__,
-        summary="Sessions, token usage and cost of the sessions visible to the caller.",
+        summary="Agent memory over HTTP: remember, recall, search, forget and rate turns as the caller; "
+        "the usage and cost of the sessions visible to it.",
         lifespan=lifespan,
     )
     app.state.stack = stack
@@ -140,9 +76,7 @@ def create_app(stack: MemoryStack) -> FastAPI:
     # more (the *_for methods), and each answer is the model's own JSON, the response_model declaring its schema:
     # FastAPI would validate the returned model again (rebuilding every row) before serialising the same JSON
     usage = stack.usage
-    app.add_exception_handler(ValidationError, _validation_error)
-    app.add_exception_handler(StackStateError, _unavailable)
-    app.add_exception_handler(BackendError, _unavailable)
+    install(app)
 
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}}, tags=["health"])
     async def healthz() -> Any:
@@ -151,7 +85,7 @@ def create_app(stack: MemoryStack) -> FastAPI:
         body = Health(status="ok" if stack.state is StackState.OPEN else "unavailable", stack=state, version=__version__)
         return body if body.status == "ok" else JSONResponse(status_code=503, content=body.model_dump())
 
-    @app.get("/api/v1/sessions", response_model=SessionPage, responses=_AUTH_ERRORS, tags=["sessions"])
+    @app.get("/api/v1/sessions", response_model=SessionPage, responses=AUTH_ERRORS, tags=["sessions"])
     async def list_sessions(
         caller: Caller,
         status: Annotated[SessionStatus | None, Query(description="effective status (abandoned is computed)")] = None,
@@ -162,32 +96,33 @@ def create_app(stack: MemoryStack) -> FastAPI:
     ) -> Response:
         """One page of the sessions visible to the caller (its own, its agents', those of datasets it may read)."""
         page = await usage.list_sessions_for(caller, status=status, order_by=order_by, descending=descending, limit=limit, offset=offset)
-        return _json(page.model_dump_json())
+        return json_answer(page.model_dump_json())
 
     # before /{session_id}: these two paths are not session ids
-    @app.get("/api/v1/sessions/stats", response_model=UsageStats, responses=_AUTH_ERRORS, tags=["sessions"])
+    @app.get("/api/v1/sessions/stats", response_model=UsageStats, responses=AUTH_ERRORS, tags=["sessions"])
     async def stats(caller: Caller, range_: RangeQuery = "30d") -> Response:
         """Totals over the visible sessions active in the range."""
-        return _json((await usage.stats_for(caller, range_)).model_dump_json())
+        return json_answer((await usage.stats_for(caller, range_)).model_dump_json())
 
-    @app.get("/api/v1/sessions/cost-by-model", response_model=list[ModelCost], responses=_AUTH_ERRORS, tags=["sessions"])
+    @app.get("/api/v1/sessions/cost-by-model", response_model=list[ModelCost], responses=AUTH_ERRORS, tags=["sessions"])
     async def cost_by_model(caller: Caller, range_: RangeQuery = "30d") -> Response:
         """Usage and cost per (model, kind) over the visible sessions active in the range."""
-        return _json(_MODEL_COSTS.dump_json(await usage.cost_by_model_for(caller, range_)))
+        return json_answer(_MODEL_COSTS.dump_json(await usage.cost_by_model_for(caller, range_)))
 
     @app.get(
         "/api/v1/sessions/{session_id:path}",
         response_model=SessionUsage,
-        responses={**_AUTH_ERRORS, 404: {"model": ErrorBody, "description": "no such session visible to the caller"}},
+        responses={**AUTH_ERRORS, 404: {"model": ErrorBody, "description": "no such session visible to the caller"}},
         tags=["sessions"],
     )
     async def get_session(caller: Caller, session_id: str) -> Response:
         """One visible session with its per-model usage; 404 when it is unknown or not visible (one answer for both)."""
         found = await usage.get_for(caller, session_id)
         if found is None:
-            raise HTTPException(status_code=404, detail=_NOT_FOUND)
-        return _json(found.model_dump_json())
+            raise HTTPException(status_code=404, detail=SESSION_NOT_FOUND)
+        return json_answer(found.model_dump_json())
 
+    add_write_routes(app, stack)
     return app
 
 

@@ -289,9 +289,9 @@ class PermanentMemory:
 
             raise ValidationError(f"data_id must be a UUID, got {data_id!r}") from None
         if await self._store.data.get(dataset.id, key) is None:
-            from memlab.exceptions import ValidationError
+            from memlab.exceptions import NotFoundError
 
-            raise ValidationError(f"dataset {dataset.id} has no document {key}")
+            raise NotFoundError(f"dataset {dataset.id} has no document {key}", what="document")
         if dry_run:
             removal = (await self._current(dataset.id)).graph.removal_of(str(key))
         else:

@@ -32,7 +32,9 @@ unknown key stops the server before it starts), else as memlab's default user.
 **Errors.** A memlab error is an MCP tool error (``isError: true``, the text
 ``"Error executing tool <name>: <kind>: <ErrorClass>: <message>"``, the prefix the SDK's, kind one of ``invalid argument``,
 ``permission denied``, ``not found``, ``unavailable``, ``model call failed``,
-``memlab error``); arguments that fail the input schema are tool errors from the SDK. The
+``memlab error``: :func:`memlab.remote.error_kind`, which the HTTP API's statuses follow too;
+``not found`` is an unknown dataset or document, or ``session_usage`` of a session you cannot
+see); arguments that fail the input schema are tool errors from the SDK. The
 server keeps running; only a bug in memlab becomes the SDK's generic
 ``Error executing tool <name>`` (logged with its traceback on stderr).
 
@@ -52,22 +54,28 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from memlab.exceptions import (
-    BackendError,
-    ConfigError,
-    EmbeddingError,
-    LLMError,
-    MemlabError,
-    PermissionDeniedError,
-    StackStateError,
-    ValidationError,
-)
+from memlab.exceptions import ConfigError, MemlabError, ValidationError
 from memlab.lifecycle import StackState
 from memlab.models import AnyRecallResponse, ForgetResult, RememberResult, SessionPage, SessionQAEntry, SessionUsage, User
+from memlab.remote import (
+    DatasetIds,
+    Datasets,
+    EndResult,
+    EndStatus,
+    FeedbackResult,
+    FeedbackScore,
+    Ids,
+    OrderBy,
+    SessionStatus,
+    TopK,
+    WritableDataset,
+    check_remember_text,
+    error_kind,
+)
 from memlab.retrievers import SearchType
 
 if TYPE_CHECKING:
@@ -118,31 +126,7 @@ _INSTRUCTIONS = (
     "forget deletes (dry_run=true shows what would go); list_sessions and session_usage report tokens and cost."
 )
 
-SessionStatus = Literal["running", "completed", "failed", "abandoned"]
-OrderBy = Literal["last_activity_at", "started_at", "ended_at", "cost_usd", "tokens_in", "tokens_out"]
-Ids = Annotated[str, Field(min_length=1, max_length=255)]
 SessionId = Annotated[str | None, Field(description="the session's id; omitted: the default session of your main_dataset")]
-Datasets = Annotated[list[str] | None, Field(description="dataset names to search (each needs read permission); omitted: your datasets")]
-DatasetIds = Annotated[
-    list[str] | None, Field(description="dataset ids to search (how an agent user names a dataset its parent shared); each needs read permission")
-]
-TopK = Annotated[int, Field(ge=1, le=1000, description="at most this many results")]
-
-
-class FeedbackResult(BaseModel):
-    """``add_feedback``: ``stored`` is False when the session has no turn ``qa_id`` (or the cache is unavailable)."""
-
-    stored: bool
-    session_id: str | None
-    qa_id: str
-
-
-class EndResult(BaseModel):
-    """``end_session``: ``ended`` is False when the session has no record (nothing was ever stored in it)."""
-
-    ended: bool
-    session_id: str | None
-    status: Literal["completed", "failed"]
 
 
 def _sdk() -> None:
@@ -153,22 +137,11 @@ def _sdk() -> None:
         raise ImportError("memlab.integrations.mcp needs the MCP SDK: pip install 'memlab[mcp]'") from exc
 
 
-def _kind(exc: MemlabError) -> str:
-    if isinstance(exc, (ValidationError, ConfigError)):
-        return "invalid argument"
-    if isinstance(exc, PermissionDeniedError):
-        return "permission denied"
-    if isinstance(exc, (BackendError, StackStateError)):
-        return "unavailable"
-    if isinstance(exc, (LLMError, EmbeddingError)):
-        return "model call failed"
-    return "memlab error"
-
-
 def tool_error_text(exc: MemlabError) -> str:
-    """The text of the tool error a memlab error becomes: ``"<kind>: <ErrorClass>: <message>"``, on one line."""
+    """The text of the tool error a memlab error becomes: ``"<kind>: <ErrorClass>: <message>"``, on one line (kind: :func:`memlab.remote.error_kind`)."""
     message = " ".join(str(exc).split())
-    return f"{_kind(exc)}: {type(exc).__name__}: {message}" if message else f"{_kind(exc)}: {type(exc).__name__}"
+    kind = error_kind(exc)
+    return f"{kind}: {type(exc).__name__}: {message}" if message else f"{kind}: {type(exc).__name__}"
 
 
 class ApiKeyVerifier:
@@ -243,16 +216,14 @@ def create_server(stack: "MemoryStack", *, authenticated: bool = False, user: Us
     @server.tool(annotations=writes)
     async def remember(
         text: Annotated[str | list[str], Field(description="the text to store, or a list of texts (one document each)")],
-        dataset: Annotated[str, Field(min_length=1, max_length=255, description="dataset name (created when missing) or id you may write")] = "main_dataset",
+        dataset: WritableDataset = "main_dataset",
         session_id: Annotated[str | None, Field(description="store the text as one turn of this session instead of permanent memory")] = None,
         self_improvement: Annotated[bool, Field(description="with session_id: bridge the session into the dataset's graph in the background")] = True,
         tags: Annotated[list[str], Field(description="labels of the documents: 'skills', 'coding_rules', ...")] = [],  # noqa: B006 - pydantic copies defaults
     ) -> RememberResult:
         """Store text in memlab: without session_id as documents of `dataset` (chunked, extracted, embedded into its graph); with session_id as one session turn."""
-        texts = [text] if isinstance(text, str) else list(text)
-        if any(item.lstrip().lower().startswith("file://") for item in texts):
-            raise ToolError("invalid argument: remember over MCP stores text; 'file://' paths are read only through the Python API")
         with mapped():
+            check_remember_text(text)
             return await stack.remember(
                 text, dataset=dataset, session_id=session_id, user=await caller(), self_improvement=self_improvement, tags=tags
             )
@@ -314,7 +285,7 @@ def create_server(stack: "MemoryStack", *, authenticated: bool = False, user: Us
         qa_id: Annotated[Ids, Field(description="the turn's qa_id (from get_session or recall)")],
         session_id: SessionId = None,
         feedback_text: Annotated[str | None, Field(description="what was right or wrong")] = None,
-        feedback_score: Annotated[int | None, Field(ge=1, le=5, description="1 (bad) to 5 (good)")] = None,
+        feedback_score: FeedbackScore = None,
     ) -> FeedbackResult:
         """Annotate a stored turn with a score and/or text; stored is false when the session has no such turn."""
         with mapped():
@@ -358,7 +329,7 @@ def create_server(stack: "MemoryStack", *, authenticated: bool = False, user: Us
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False))
     async def end_session(
         session_id: SessionId = None,
-        status: Annotated[Literal["completed", "failed"], Field(description="how the session ended")] = "completed",
+        status: Annotated[EndStatus, Field(description="how the session ended")] = "completed",
     ) -> EndResult:
         """Mark the session ended (its usage stops counting); ended is false when nothing was ever stored in it."""
         with mapped():

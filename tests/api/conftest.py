@@ -77,6 +77,16 @@ class Live:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return await self.client.get(path, params=params, headers=headers)
 
+    async def post(self, path: str, key: str | None, body: Any = None, **kwargs: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return await self.client.post(path, json=body, headers=headers, **kwargs)
+
+    async def posted(self, path: str, key: str, body: Any = None, status: int = 200) -> Any:
+        """POST ``body`` as the key's user; asserts the status and returns the JSON answer."""
+        response = await self.post(path, key, body)
+        assert response.status_code == status, (path, body, response.status_code, response.text)
+        return response.json()
+
     async def session(self, user: Any, session_id: str, dataset: str | None = None) -> None:
         await add_session(self.stack, user, session_id, dataset)
 

@@ -1,4 +1,4 @@
-"""The HTTP read API against a real uvicorn server: authentication, visibility, errors, pagination, ranges."""
+"""The HTTP API's read routes against a real uvicorn server: authentication, visibility, errors, pagination, ranges."""
 
 from __future__ import annotations
 
@@ -317,6 +317,12 @@ async def test_openapi_describes_the_endpoints_with_typed_models(live):
         "/api/v1/sessions/stats",
         "/api/v1/sessions/cost-by-model",
         "/api/v1/sessions/{session_id}",
+        "/api/v1/remember",
+        "/api/v1/recall",
+        "/api/v1/search",
+        "/api/v1/forget",
+        "/api/v1/sessions/{session_id}/feedback",
+        "/api/v1/sessions/{session_id}/end",
     }
     components = schema["components"]["schemas"]
     for model in ("SessionPage", "SessionUsage", "ModelUsage", "UsageStats", "ModelCost", "Health", "ErrorBody"):
@@ -382,6 +388,6 @@ def test_the_declared_query_values_are_stack_usages():
     from memlab import usage
     from memlab.api import _app
 
-    assert get_args(_app.SessionStatus) == usage.STATUSES
+    assert get_args(_app.SessionStatus) == usage.STATUSES  # memlab.remote's, for the read routes and the MCP tools alike
     assert get_args(_app.OrderBy) == usage.SESSION_ORDER_COLUMNS
     assert get_args(_app.UsageRange) == tuple(usage.RANGES)
