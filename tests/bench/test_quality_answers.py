@@ -24,6 +24,7 @@ from memlab.bench.quality_answers import (
     run_answers,
     to_frame,
 )
+from memlab.cli import main
 from memlab.exceptions import ValidationError
 from memlab.llm import LLMClient, metering
 from memlab.session.retrievers import KeywordSessionRetriever, SessionIndex, SessionRetriever
@@ -232,3 +233,41 @@ async def test_run_answers_frames_and_the_table():
     with pytest.raises(ValidationError):
         to_frame(result, questions=True, comparisons=True)
     assert answer_summary_rows([], resamples=0) == []
+
+
+# -- the CLI --------------------------------------------------------------------------------------------------
+
+
+def test_cli_answers_on_a_tiny_synthetic_run(tmp_path, capsys):
+    out = tmp_path / "quality.json"
+    argv = ["bench", "quality", "--dataset", "synthetic:3", "--retrievers", "keyword,bm25", "--limit", "12", "--k", "5", "--scale", "0"]
+    assert main([*argv, "--resamples", "100", "--answers", "--answers-limit", "6", "--quiet", "--json", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "answers: category" in table and "accuracy [95% CI]" in table and "sR@5" in table
+    document = json.loads(out.read_text())
+    answers = document["answers"]
+    assert answers["spec"]["answer_model"] == "memlab/offline" and answers["spec"]["limit"] == 6 and answers["spec"]["top_k"] == 5
+    assert len(answers["questions"]) == 12 and {row["retriever"] for row in answers["rows"]} == {"keyword", "bm25"}
+    assert all(row["category"] == "all" or row["questions"] <= 6 for row in answers["rows"])
+    assert document["spec"]["answers"]["judge_model"] == "memlab/offline"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--answers", "--answer-model", "gpt 4o"],
+        ["--answers", "--judge-model", "memlab/judge"],
+        ["--judge-model", "gpt-4o"],  # without --answers
+        ["--answers-limit", "3"],
+    ],
+    ids=["spaces", "memlab-name", "judge-without-answers", "limit-without-answers"],
+)
+def test_cli_bad_answer_options_exit_2(argv, capsys):
+    assert main(["bench", "quality", "--retrievers", "keyword", "--limit", "1", "--scale", "0", "--quiet", *argv]) == 2
+    assert capsys.readouterr().err.startswith("memlab: error:")
+
+
+def test_cli_negative_answers_limit_is_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as excinfo:
+        main(["bench", "quality", "--answers", "--answers-limit", "-1", "--scale", "0", "--quiet"])
+    assert excinfo.value.code == 2 and "--answers-limit: must be >= 1, got -1" in capsys.readouterr().err
