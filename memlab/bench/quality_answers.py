@@ -53,8 +53,8 @@ With ``memlab/offline`` (the default of both models) the answerer echoes every r
 turn and the judge says yes when the gold answer's normalised words occur in the answer, or,
 for abstention, when the answer declines (which it does only when nothing was retrieved);
 see :mod:`memlab.bench._answer_judge`. So offline accuracy is the share of questions whose
-gold answer text was retrieved: it tracks the retriever and tests the pipeline, and says
-nothing about a model. Gold answers that are not spans of the conversation (totals, day
+gold answer text is among the retrieved turns: it tracks the retriever and tests the
+pipeline, and says nothing about a model. Gold answers that are not spans of the conversation (totals, day
 counts, recommendations) are never matched offline.
 """
 
