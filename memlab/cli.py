@@ -288,6 +288,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--resamples", type=_int_at_least(0), default=None,
         help="bootstrap resamples of every 95%% interval and paired comparison (--tune's too); 0: none, not with --tune (default: 2000)",
     )
+    quality.add_argument(
+        "--answers", action="store_true",
+        help="also answer each question from its top-k retrieved turns and have a judge model grade it: answer accuracy per "
+        "category beside session recall, judge failures, tokens, cost (memlab.bench.quality_answers)",
+    )
+    quality.add_argument("--answer-model", default=None, help="litellm model that answers, with --answers (default: memlab/offline)")
+    quality.add_argument("--judge-model", default=None, help="litellm model that judges the answers, with --answers (default: memlab/offline)")
+    quality.add_argument(
+        "--answers-limit", type=_positive_int, default=None, help="at most N questions per retriever in the answer run (default: --limit, else all)"
+    )
 
     serve_bench = benches.add_parser(
         "serve",
@@ -575,11 +585,34 @@ def _bench_quality(args: argparse.Namespace) -> int:
         scale=args.scale,
         scale_queries=args.scale_queries,
         **({} if args.resamples is None else {"resamples": args.resamples}),
+        answers=_answers_spec(args),
     )
     result = asyncio.run(run_bench_quality(spec, progress=_progress(args)))
     _print_table(args, format_quality_table(result))
     _write_json(args, result)
-    return 0
+    from memlab.bench.quality_answers import answers_failure
+
+    failure = answers_failure(result.get("answers"))
+    if failure:
+        print(f"memlab: error: {failure}", file=sys.stderr)
+    return 1 if failure else 0
+
+
+def _answers_spec(args: argparse.Namespace) -> Any:
+    """The ``--answers`` part of ``bench quality`` (None without it); its options without it, or a bad model name, are usage errors."""
+    options = {"answer_model": args.answer_model, "judge_model": args.judge_model, "limit": args.answers_limit}
+    given = {name: value for name, value in options.items() if value is not None}
+    if not args.answers:
+        if given:
+            raise UsageError("--answer-model, --judge-model and --answers-limit apply with --answers only")
+        return None
+    from memlab.bench.quality_answers import AnswersSpec
+    from memlab.exceptions import ValidationError
+
+    try:
+        return AnswersSpec(**given)
+    except ValidationError as exc:
+        raise UsageError(f"--answers: {exc}") from None
 
 
 def _bench_quality_tune(args: argparse.Namespace, ks: tuple[int, ...]) -> int:

@@ -37,6 +37,11 @@ turn repeats), then ``scale_queries`` of those conversations' questions searched
 warm-up search (the index build, all ``N`` turns embedded for ``vector`` / ``hybrid``,
 reported as ``first_query_s``).
 
+Answers (``--answers``, :mod:`memlab.bench.quality_answers`): per retriever, every question's
+retrieved turns go to an answer model and its answer to a judge model (litellm; both
+``memlab/offline`` by default), for answer accuracy per category with its interval beside
+the session recall of the same retrieval; ``result["answers"]``.
+
 Targets (issue "Retrieval quality", item 7): on the synthetic benchmark the best
 retriever's session recall@5 >= 0.90 and >= 0.15 above ``keyword``'s; on a
 10,000-turn session ``bm25`` p50 <= 2 ms and ``hybrid`` p50 <= 25 ms.
@@ -54,6 +59,7 @@ from typing import Any
 
 from memlab.bench import _table
 from memlab.bench.conversations import Benchmark, load_locomo, load_longmemeval, overlap, synthetic
+from memlab.bench.quality_answers import AnswersSpec, format_answers_table, run_answers
 from memlab.bench.quality_eval import (
     ALL,
     BENCH_USER,
@@ -132,6 +138,8 @@ class QualityBenchSpec:
     bootstrap_seed: int = 0
     #: ``all``, ``dev`` or ``heldout`` (:data:`DATASET_SPLITS`)
     split: str = "all"
+    #: answer-level evaluation of every retriever (``--answers``; :mod:`memlab.bench.quality_answers`); None: none
+    answers: AnswersSpec | None = None
 
 
 def load_dataset(text: str) -> Benchmark:
@@ -363,7 +371,8 @@ async def run_bench_quality(
     per-question rows; ``comparisons``: every pair of retrievers on the same questions
     (:func:`~memlab.bench.quality_eval.paired_comparisons`); ``scale``: one row per retriever of the
     ``spec.scale``-turn latency run (empty with ``scale=0``); ``targets``: the quality
-    targets (``passed`` None when not judged: not the synthetic benchmark).
+    targets (``passed`` None when not judged: not the synthetic benchmark); ``answers``, only
+    with ``spec.answers``: :func:`~memlab.bench.quality_answers.run_answers` of every retriever.
     """
     ks = _check(spec)
     say = progress or (lambda line: None)
@@ -380,14 +389,21 @@ async def run_bench_quality(
         if spec.scale:
             for name in spec.retrievers:
                 scale.append(await _scale_row(name, spec, Path(root) / f"scale-{name}", say))
+    answers = None
+    if spec.answers is not None:
+        answers = await run_answers(
+            bench, spec.answers, spec.retrievers, embedder=spec.embedder, top_k=ks[-1], limit=spec.limit,
+            resamples=spec.resamples, seed=spec.bootstrap_seed, progress=say,
+        )
     synthetic_run = bench.name.startswith("synthetic")
     comparisons = paired_comparisons(questions, ks, resamples=spec.resamples, seed=spec.bootstrap_seed)
     targets = _targets(rows, synthetic_run, comparisons)
     details = {**dataclasses.asdict(spec), "ks": list(ks), "retrievers": list(spec.retrievers), "benchmark": bench.name, "turns": bench.turns}
-    return {
+    result = {
         "rows": rows, "questions": questions, "comparisons": comparisons, "scale": scale, "targets": targets, "spec": details,
         "overlap": [overlap_row(bench)],
     }
+    return result if answers is None else {**result, "answers": answers}
 
 
 def to_frame(result: dict[str, Any], *, questions: bool = False, comparisons: bool = False) -> Any:
@@ -539,4 +555,6 @@ def format_quality_table(result: dict[str, Any]) -> str:
         "conversation (index build; embeds every turn for vector/hybrid); ingest = writes + first searches, per turn; "
         "index ms/turn: the scale session's first search over its turns (the embedding of every turn for vector/hybrid)."
     )
+    if result.get("answers"):
+        parts.append(format_answers_table(result["answers"]))
     return "\n\n".join(parts)
