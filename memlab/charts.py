@@ -61,6 +61,7 @@ __all__ = [
     "interval_metrics",
     "metric_units",
     "phase_timeline_figure",
+    "quality_results",
     "require_matplotlib",
     "series_styles",
     "show_error_bars",
@@ -288,6 +289,32 @@ def _numeric(values: Sequence[Any]) -> list[float] | None:
 def interval_metrics(metric: str) -> tuple[str, str]:
     """The metrics holding the bounds of ``metric``'s interval in a result frame: ``(<metric>_lo, <metric>_hi)``."""
     return f"{metric}_lo", f"{metric}_hi"
+
+
+def quality_results(frame: "pandas.DataFrame", *, by: Sequence[str] = ("dataset", "retriever", "category")) -> "pandas.DataFrame":
+    """A quality summary frame (``stack.frames.quality``, :func:`memlab.bench.quality.to_frame`) as a result frame.
+
+    What :func:`comparison_figure` reads: one row per summary row and metric with an
+    interval (every column ``m`` with ``m_lo`` and ``m_hi`` beside it: the recall, hit,
+    MRR and no-result metrics), and one per bound (metrics ``m_lo`` / ``m_hi``, drawn as
+    ``m``'s error bar); columns ``by`` (the vary columns, e.g. ``series="retriever"``,
+    ``x="dataset"``), ``metric``, ``value``, ``unit`` (``"ratio"``), ``status`` (``"ok"``)
+    and ``seed`` (0). Missing values (a category without the metric, bounds of a run
+    with ``resamples=0``) are left out. Raises ``ValidationError`` for a ``by`` column
+    the frame lacks.
+    """
+    import pandas as pd
+
+    by = list(by)
+    missing = [column for column in by if column not in frame.columns]
+    if missing:
+        raise ValidationError(f"no column {missing[0]!r} in the quality frame (have {list(frame.columns)})")
+    metrics = [str(column) for column in frame.columns if all(bound in frame.columns for bound in interval_metrics(str(column)))]
+    columns = [name for metric in metrics for name in (metric, *interval_metrics(metric))]
+    long = frame[[*by, *columns]].melt(id_vars=by, value_vars=columns, var_name="metric", value_name="value")
+    long["value"] = pd.to_numeric(long["value"], errors="coerce").astype("Float64")
+    long = long[long["value"].notna()].reset_index(drop=True)
+    return long.assign(unit="ratio", status="ok", seed=0)
 
 
 @dataclass(frozen=True)

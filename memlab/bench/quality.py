@@ -52,10 +52,10 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 from memlab.bench import _table
 from memlab.bench.conversations import Benchmark, load_locomo, load_longmemeval, overlap, synthetic
@@ -70,6 +70,7 @@ from memlab.bench.quality_eval import (
     check_resamples,
     comparison_line,
     evaluate,
+    evaluate_retriever,
     haystack_turns,
     metric_label,
     metric_names,
@@ -83,6 +84,10 @@ from memlab.exceptions import ValidationError
 from memlab.frames import quality_interval_columns
 from memlab.stats import DEFAULT_RESAMPLES, format_p
 
+if TYPE_CHECKING:
+    from memlab.session.rerankers import SessionReranker
+    from memlab.session.retrievers import SessionRetriever
+
 __all__ = [
     "DATASET_SPLITS",
     "OVERLAP_QUANTILES",
@@ -92,6 +97,8 @@ __all__ = [
     "SCALE_TARGET_TURNS",
     "SESSION_RECALL_TARGET",
     "QualityBenchSpec",
+    "RetrieverUnderTest",
+    "compare_retrievers",
     "format_overlap_table",
     "format_quality_table",
     "load_dataset",
@@ -406,8 +413,73 @@ async def run_bench_quality(
     return result if answers is None else {**result, "answers": answers}
 
 
+#: what :func:`compare_retrievers` takes per name: a session retriever, or a (retriever, reranker) pair
+RetrieverUnderTest = Union["SessionRetriever[Any]", "tuple[SessionRetriever[Any], SessionReranker | None]"]
+
+
+async def compare_retrievers(
+    benchmark: Benchmark,
+    retrievers: Mapping[str, RetrieverUnderTest],
+    *,
+    ks: Sequence[int] = DEFAULT_KS,
+    limit: int | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Retriever objects evaluated on ``benchmark``, each under its name, and compared pairwise on the same questions.
+
+    The in-code counterpart of :func:`run_bench_quality` for what a ``--retrievers`` name
+    cannot build: ``HybridSessionRetriever(embedder, **HYBRID_V1)`` beside today's
+    ``hybrid``, a retriever of your own, a reranker with other settings. ``retrievers``
+    maps a name (the ``retriever`` column) to a
+    :class:`~memlab.session.retrievers.SessionRetriever` or a ``(retriever, reranker)``
+    pair; each runs through :func:`~memlab.bench.quality_eval.evaluate_retriever` on a
+    fresh in-memory cache (so the latencies are not the SQLite ones of
+    :func:`run_bench_quality`). One embedder shared by the retrievers that embed, wrapped
+    in :class:`~memlab.bench.quality_tune.MemoEmbedder`, embeds each text once.
+
+    Returns ``{"rows", "questions", "comparisons", "overlap", "spec"}`` as
+    :func:`run_bench_quality` does (no scale run, no targets): summary rows with bootstrap
+    intervals (``resamples`` seeded by ``seed``), per-question rows, every pair of names
+    (:func:`~memlab.bench.quality_eval.paired_comparisons`) and the lexical-overlap row;
+    :func:`to_frame` reads it. An empty mapping, a blank name, a value that is neither, or
+    a bad ``ks`` / ``limit`` / ``resamples`` raises :class:`~memlab.ValidationError`
+    before anything runs.
+    """
+    from memlab.session.rerankers import SessionReranker
+    from memlab.session.retrievers import SessionRetriever
+
+    ks = check_ks(ks)
+    check_resamples(resamples)
+    if not retrievers:
+        raise ValidationError("compare_retrievers needs at least one retriever")
+    chosen: list[tuple[str, Any, Any]] = []
+    for name, given in retrievers.items():
+        if not isinstance(name, str) or not name.strip():
+            raise ValidationError(f"retriever names must be non-blank strings, got {name!r}")
+        retriever, reranker = given if isinstance(given, tuple) and len(given) == 2 else (given, None)
+        if not isinstance(retriever, SessionRetriever) or not (reranker is None or isinstance(reranker, SessionReranker)):
+            raise ValidationError(f"{name}: expected a SessionRetriever or a (SessionRetriever, SessionReranker | None) pair, got {given!r}")
+        chosen.append((name, retriever, reranker))
+    say = progress or (lambda line: None)
+    rows: list[dict[str, Any]] = []
+    questions: list[dict[str, Any]] = []
+    for name, retriever, reranker in chosen:
+        say(f"{name}: {benchmark.name}")
+        run = await evaluate_retriever(retriever, benchmark, ks=ks, limit=limit, reranker=reranker, label=name)
+        rows.extend(summary_rows(run, resamples=resamples, seed=seed))
+        questions.extend(run.questions)
+    spec = {"ks": list(ks), "retrievers": [name for name, _, _ in chosen], "limit": limit, "resamples": resamples,
+            "bootstrap_seed": seed, "benchmark": benchmark.name, "turns": benchmark.turns}
+    return {
+        "rows": rows, "questions": questions, "comparisons": paired_comparisons(questions, ks, resamples=resamples, seed=seed),
+        "overlap": [overlap_row(benchmark)], "spec": spec,
+    }
+
+
 def to_frame(result: dict[str, Any], *, questions: bool = False, comparisons: bool = False) -> Any:
-    """A :func:`run_bench_quality` result as a typed DataFrame: the summary rows, or the per-question rows, or the paired comparisons."""
+    """A :func:`run_bench_quality` (or :func:`compare_retrievers`) result as a typed DataFrame: the summary rows, or the per-question rows, or the paired comparisons."""
     if questions and comparisons:
         raise ValidationError("to_frame takes questions=True or comparisons=True, not both")
     if comparisons:

@@ -221,13 +221,15 @@ async def evaluate_retriever(
     ks: Sequence[int] = DEFAULT_KS,
     limit: int | None = None,
     reranker: "SessionReranker | None" = None,
+    label: str | None = None,
 ) -> Evaluation:
     """``stack.frames.quality``'s evaluation: :func:`evaluate` with ``retriever`` (and ``reranker``) on a :func:`scratch_manager`.
 
     ``embedder`` is set to the retriever's embedder where it embeds (``vector``, or
-    ``hybrid`` with its vector lane); None for ``keyword`` / ``bm25``.
+    ``hybrid`` with its vector lane); None for ``keyword`` / ``bm25``. ``label``: as for
+    :func:`evaluate`.
     """
-    run = await evaluate(scratch_manager(retriever, reranker), benchmark, ks=ks, limit=limit)
+    run = await evaluate(scratch_manager(retriever, reranker), benchmark, ks=ks, limit=limit, label=label)
     if getattr(retriever, "needs_embedder", False):
         vector = getattr(retriever, "semantic", retriever)
         run.embedder = getattr(getattr(vector, "embedder", None), "name", None)
@@ -271,16 +273,22 @@ async def evaluate(
     limit: int | None = None,
     user_id: str = BENCH_USER,
     progress: Callable[[str], None] | None = None,
+    label: str | None = None,
 ) -> Evaluation:
     """Write each conversation's haystack through ``manager`` and ask its questions (see the module docstring).
 
     ``limit``: at most that many questions (the benchmark's first), and only the
     conversations they belong to. The manager's cache must be empty for ``user_id``'s
-    ``quality:*`` sessions (a fresh stack or :func:`scratch_manager`).
+    ``quality:*`` sessions (a fresh stack or :func:`scratch_manager`). ``label``: the
+    ``retriever`` column's value (default :func:`lane_name`), so that two settings of one
+    retriever class (``hybrid`` and ``HYBRID_V1``) stay apart in the rows and
+    :func:`paired_comparisons`; a blank one raises :class:`~memlab.ValidationError`.
     """
     ks = check_ks(ks)
+    if label is not None and (not isinstance(label, str) or not label.strip()):
+        raise ValidationError(f"label must be a non-blank string or None, got {label!r}")
     say = progress or (lambda line: None)
-    run = Evaluation(retriever=lane_name(manager), dataset=benchmark.name, ks=ks, categories=benchmark.categories())
+    run = Evaluation(retriever=label or lane_name(manager), dataset=benchmark.name, ks=ks, categories=benchmark.categories())
     selected = _selected(benchmark, limit)
     started = time.perf_counter()
     await _write(manager, user_id, "quality:cold-start", "memlab warm-up turn", "ok")

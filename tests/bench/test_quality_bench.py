@@ -7,7 +7,15 @@ import json
 import pytest
 
 from memlab.bench.conversations import Benchmark, Conversation, Question, Session, Turn, synthetic
-from memlab.bench.quality import QualityBenchSpec, format_quality_table, load_dataset, run_bench_quality, scale_haystack, to_frame
+from memlab.bench.quality import (
+    QualityBenchSpec,
+    compare_retrievers,
+    format_quality_table,
+    load_dataset,
+    run_bench_quality,
+    scale_haystack,
+    to_frame,
+)
 from memlab.bench.quality_eval import (
     COMPARISON_COLUMNS,
     HaystackTurn,
@@ -24,6 +32,7 @@ from memlab.bench.quality_eval import (
 from memlab.cli import main
 from memlab._cli_errors import UsageError
 from memlab.exceptions import ValidationError
+from memlab.session.rerankers import MMRSessionReranker
 from memlab.session.retrievers import BM25SessionRetriever, KeywordSessionRetriever
 
 KS = (1, 5)
@@ -391,6 +400,32 @@ async def test_the_table_prints_intervals_and_the_paired_comparison_line():
     assert "[" not in quiet.split("\n\n")[0] and "paired" not in quiet
     with pytest.raises(UsageError, match="--resamples"):
         await run_bench_quality(QualityBenchSpec(retrievers=("keyword",), scale=0, resamples=-1), benchmark=_benchmark())
+
+
+async def test_compare_retrievers_runs_objects_under_their_names_and_pairs_them():
+    bm25 = BM25SessionRetriever()
+    result = await compare_retrievers(
+        _benchmark(), {"kw": KeywordSessionRetriever(), "bm25": bm25, "bm25+mmr": (bm25, MMRSessionReranker())}, ks=KS, resamples=100
+    )
+    assert result["spec"]["retrievers"] == ["kw", "bm25", "bm25+mmr"] and result["spec"]["benchmark"] == "hand-built"
+    assert [row["retriever"] for row in result["rows"] if row["category"] == "all"] == ["kw", "bm25", "bm25+mmr"]
+    keyword = summary_rows(await _keyword_run(), resamples=100)
+    measured = [name for name in keyword[0] if "_ms" not in name and not name.endswith("_s")]  # everything but the timings
+    assert [{name: row[name] for name in measured} for row in result["rows"] if row["retriever"] == "kw"] == [
+        {name: row[name] for name in measured} | {"retriever": "kw"} for row in keyword
+    ]
+    assert {(row["a"], row["b"]) for row in result["comparisons"]} == {("kw", "bm25"), ("kw", "bm25+mmr"), ("bm25", "bm25+mmr")}
+    assert result["overlap"][0]["dataset"] == "hand-built"
+    assert len(to_frame(result)) == 15 and len(to_frame(result, questions=True)) == 12
+    assert list(to_frame(result, comparisons=True)["a"].unique()) == ["kw", "bm25"]
+    for bad, match in (({}, "at least one"), ({" ": bm25}, "non-blank"), ({"x": "bm25"}, "SessionRetriever"),
+                       ({"x": (bm25, "mmr")}, "SessionRetriever")):
+        with pytest.raises(ValidationError, match=match):
+            await compare_retrievers(_benchmark(), bad)
+    with pytest.raises(ValidationError, match="resamples"):
+        await compare_retrievers(_benchmark(), {"x": bm25}, resamples=-1)
+    with pytest.raises(ValidationError, match="label"):
+        await evaluate(scratch_manager(bm25), _benchmark(), label="")
 
 
 async def test_frames_quality_carries_the_intervals(tmp_path):

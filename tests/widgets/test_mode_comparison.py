@@ -109,6 +109,29 @@ def test_error_bars_show_an_interval_the_frame_carries_even_for_one_seed() -> No
     assert "hit_rate_lo" in charts.comparison_summary(frame, ["analysis.search_mode"]).columns
 
 
+def test_a_quality_summary_frame_becomes_a_result_frame_drawn_with_its_intervals() -> None:
+    from memlab.frames import quality_frame
+
+    def row(retriever: str, category: str, recall: float | None) -> dict:
+        bounds = {"session_recall_at_5_lo": recall - 0.1, "session_recall_at_5_hi": recall + 0.05} if recall is not None else {}
+        return {"kind": "quality", "dataset": "bench", "retriever": retriever, "category": category, "questions": 10,
+                "session_recall_at_5": recall, **bounds, "mrr": None if recall is None else 0.5, "p50_ms": 1.0}
+
+    summary = quality_frame([row("keyword", "all", 0.4), row("hybrid", "all", 0.8), row("keyword", "abstention", None)], (5,))
+    long = charts.quality_results(summary)
+    assert {"p50_ms", "questions", "mrr_lo"}.isdisjoint(long["metric"])  # only metrics with an interval, and only present values
+    assert set(long["metric"]) == {"session_recall_at_5", "session_recall_at_5_lo", "session_recall_at_5_hi", "mrr"}
+    assert list(long.columns) == ["dataset", "retriever", "category", "metric", "value", "unit", "status", "seed"]
+    assert (long["status"] == "ok").all() and str(long["value"].dtype) == "Float64" and len(long) == 8
+    overall = long[long["category"] == "all"]
+    bars = charts.comparison_figure(overall, series="retriever", metrics=("session_recall_at_5", "mrr"))
+    assert [bound for whisker in _whiskers(bars.axes[0]) for bound in whisker] == pytest.approx([0.3, 0.45, 0.7, 0.85])
+    assert _whiskers(bars.axes[1]) == []  # mrr: no interval, one seed
+    assert [tick.get_text() for tick in bars.axes[0].get_xticklabels()] == ["keyword", "hybrid"]
+    with pytest.raises(ValidationError, match="'seed_set'"):
+        charts.quality_results(summary, by=("retriever", "seed_set"))
+
+
 def test_mode_comparison_renders_and_follows_its_dropdowns() -> None:
     frame = result_frame()
     view = ModeComparison(frame, interactive=False)
