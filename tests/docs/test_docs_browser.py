@@ -141,3 +141,19 @@ async def test_the_api_reference_shows_signatures_from_the_docstrings(served, tm
     assert "conversational_reserve(limit: int | None) -> int" in signatures, signatures
     assert any(signature.startswith("merge(raw: Sequence[Any] | None, rewrite:") for signature in signatures), signatures
     assert "Merge policies" in body and "DualLaneMerge" in body  # the package docstring, a class heading
+
+
+async def test_every_notebook_page_loads_offline_without_a_console_error(served, site):
+    """Each executed notebook's page (its outputs, charts, any widget state) loads without an error or a request beyond the loopback."""
+    pages = sorted(path.parent.name for path in (site / "notebooks").glob("*/index.html"))
+    assert len(pages) == len(list((ROOT / "notebooks").glob("*.ipynb")))
+    seen: dict[str, tuple[list, list]] = {}
+    async with offline_page() as browser:
+        for name in pages:
+            errors, blocked = len(browser.errors), len(browser.blocked)
+            await browser.page.goto(f"{served}/notebooks/{name}/", wait_until="networkidle")
+            await browser.page.wait_for_selector(".jupyter-wrapper .jp-Cell")
+            if await browser.page.query_selector("script[type='application/vnd.jupyter.widget-state+json']"):
+                await browser.page.wait_for_selector(".jupyter-widgets", timeout=60_000)  # the renderer ran
+            seen[name] = (browser.errors[errors:], browser.blocked[blocked:])
+    assert {name: found for name, found in seen.items() if found != ([], [])} == {}
