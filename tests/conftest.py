@@ -1,5 +1,8 @@
 """Shared test setup: offline LLM settings, hypothesis profiles and the fast ``stack`` fixture.
 
+``docs_build`` is ``scripts/docs_build.py``, the docs site's build (what the notebook and
+docs-site tests read: the executed notebooks, the built site).
+
 Profiles: ``dev`` (default) and ``ci`` (chosen when ``CI`` is true); pick another
 with ``HYPOTHESIS_PROFILE``. Both disable the per-example deadline, since SQLite
 and server round trips jitter on shared machines.
@@ -7,7 +10,9 @@ and server round trips jitter on shared machines.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -30,3 +35,14 @@ async def stack(tmp_path):
     """An open MemoryStack on :func:`memlab.testing.fast_config` (hashing embedder, offline LLM) and a FakeClock."""
     async with MemoryStack.from_config(fast_config(tmp_path), clock=FakeClock()) as opened:
         yield opened
+
+
+@pytest.fixture(scope="session")
+def docs_build():
+    """``scripts/docs_build.py`` as a module (a script, not a package: loaded from its path)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / "docs_build.py"
+    spec = importlib.util.spec_from_file_location("docs_build", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -16,7 +16,6 @@ since) the test executes the notebook itself, as before.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from pathlib import Path
@@ -41,20 +40,10 @@ def _ids(paths: list[Path]) -> list[str]:
     return [path.name for path in paths]
 
 
-def _docs_build():
-    """``scripts/docs_build.py`` (not a package: loaded from its path)."""
-    spec = importlib.util.spec_from_file_location("docs_build", ROOT / "scripts" / "docs_build.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def docs_build():
-    module = _docs_build()
-    module.MEMLAB_SHA256 = module.memlab_sources_sha256()  # once for the module's tests
-    return module
+def memlab_sha256(docs_build) -> str:
+    """The hash of memlab's sources a fresh executed copy records (computed once for the module's tests)."""
+    return docs_build.memlab_sources_sha256()
 
 
 def _check_executed(nb, source: Path) -> None:
@@ -74,8 +63,8 @@ def test_notebooks_exist() -> None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
-def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, docs_build) -> None:
-    copy = docs_build.fresh_copy(path, docs_build.MEMLAB_SHA256)
+def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, docs_build, memlab_sha256) -> None:
+    copy = docs_build.fresh_copy(path, memlab_sha256)
     if copy is not None:  # executed by `make docs` from this very notebook and these sources: not run twice
         _check_executed(nbformat.read(copy, as_version=4), path)
         return

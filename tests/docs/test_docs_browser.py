@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import importlib.util
 import subprocess
 import sys
 import threading
@@ -28,18 +27,9 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _docs_build():
-    spec = importlib.util.spec_from_file_location("docs_build", ROOT / "scripts" / "docs_build.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def site(tmp_path_factory: pytest.TempPathFactory, docs_build) -> Path:
     """A built site: ``site/`` when fresh, else a new build."""
-    docs_build = _docs_build()
     if docs_build.site_is_fresh():
         return docs_build.SITE
     target = tmp_path_factory.mktemp("docs") / "site"
