@@ -68,6 +68,7 @@ REFERENCE = (
     ("memlab.plotly_charts", "interactive charts"),
     ("memlab.widgets", "the explorers"),
     ("memlab.api", "the HTTP API"),
+    ("memlab.remote", "what the HTTP API and the MCP server share"),
     ("memlab.integrations.langchain", "LangChain adapters"),
     ("memlab.integrations.langgraph", "LangGraph adapters"),
     ("memlab.integrations.mcp", "the MCP server"),
