@@ -1,7 +1,7 @@
 """pandas exports. pandas is imported only when a frame is built.
 
-Every frame has typed columns, documented in :data:`FRAME_COLUMNS` (the README's
-"DataFrames" table is generated from it, and ``tests/test_frames_tidy.py`` checks
+Every frame has typed columns, documented in :data:`FRAME_COLUMNS` (the
+"DataFrames" table of ``docs/research.md`` is generated from it, and ``tests/test_frames_tidy.py`` checks
 each frame against it, empty and populated):
 
 * datetimes are ``datetime64[us, UTC]``; counts ``Int64``; scores, distances and
@@ -220,7 +220,7 @@ FRAME_COLUMNS: dict[str, Mapping[str, str]] = {
     "recall": RECALL_TYPES,
     "cleanup": CLEANUP_TYPES,
 }
-#: frame -> what one row is (the README table's "one row per")
+#: frame -> what one row is (the docs table's "one row per", docs/research.md)
 FRAME_ROWS: dict[str, str] = {
     "entries": "session turn, oldest first",
     "context": "session-context row (guidance, feedback, watermark), first-insert order",

@@ -15,7 +15,7 @@ median of ``--repeats``:
 * sort, filter, search and next page: the kernel's recompute of the page after each,
   and the browser round trip of a header click (the click, the kernel's answer, the page redrawn).
 
-The numbers in ``memlab/widgets/_grid.py`` (``FIRST_PAGE_MS``) and the README come from a
+The numbers in ``memlab/widgets/_grid.py`` (``FIRST_PAGE_MS``) and docs/research.md come from a
 run of this script.
 """
 

@@ -159,9 +159,9 @@ def test_the_registry_names_every_frame_and_documents_what_a_row_is() -> None:
     assert recall_fields <= set(RECALL_TYPES), sorted(recall_fields - set(RECALL_TYPES))
 
 
-def test_the_readme_table_lists_every_documented_column_with_its_dtype() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("\n## DataFrames\n", 1)[1].split("\n## ", 1)[0]
+def test_the_docs_table_lists_every_documented_column_with_its_dtype() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "research.md").read_text()
+    section = page.split("\n## DataFrames\n", 1)[1].split("\n## ", 1)[0]
     short = {"datetime64[us, UTC]": "datetime UTC", LIST: "list[str]", NESTED: "dict", "json": "JSON string"}
     rows = {line.split(" | ")[0].strip("| `"): line for line in section.splitlines() if line.startswith("| `")}
     rows = {call: line for call, line in rows.items() if not call.startswith("await Grid")}  # experiments' frames: memlab.experiments
@@ -170,7 +170,7 @@ def test_the_readme_table_lists_every_documented_column_with_its_dtype() -> None
         [row] = [line for call, line in rows.items() if call.startswith(f"frames.{name}(") or (name == "cleanup" and "to_frame" in call)]
         assert FRAME_ROWS[name] in row
         for column, kind in FRAME_COLUMNS[name].items():
-            assert f"`{column}` {short.get(kind, kind)}" in row, f"README: {name}.{column} ({kind}); regenerate the table"
+            assert f"`{column}` {short.get(kind, kind)}" in row, f"docs/research.md: {name}.{column} ({kind}); regenerate the table"
 
 
 @pytest.mark.parametrize("name", FRAMES)

@@ -18,7 +18,7 @@ Measured (``memlab bench quality --retrievers keyword,keyword+mmr,bm25,bm25+mmr,
 --scale 0``; MiniLM; top 20 reranked). ``diversity`` was chosen on the synthetic benchmark
 of seed 1, by the largest smallest gain in session recall@5 over keyword, bm25 and hybrid
 (0.3: +0.028 for hybrid; **0.5**: +0.074 / +0.065 / +0.037; 0.7: +0.010 for hybrid), then
-measured once on seed 0, the benchmark the README reports (600 questions; differences are
+measured once on seed 0, the benchmark docs/recall.md reports (600 questions; differences are
 paired over the 500 answerable ones, 95% bootstrap intervals, 2000 resamples):
 
 ==========  ==================  ==================  =========================  ==========

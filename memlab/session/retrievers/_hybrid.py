@@ -76,7 +76,7 @@ on these two benchmarks 0.3 loses (min gain -0.004), so the procedure keeps 0.1:
 it with ``--dataset longmemeval:PATH`` / ``locomo:PATH`` added to include real data.
 Cost: ``"user+turn"`` embeds up to two texts per turn (the whole turn and, when there is
 an answer or context, the user side), and each search multiplies the query with two
-matrices (README, "Session retrievers", for the per-turn and 10,000-turn numbers).
+matrices (docs/recall.md, "Session retrievers", for the per-turn and 10,000-turn numbers).
 
 Why the blend (measured with ``HYBRID_V1``'s one vector and lane candidates): with the default MiniLM on
 :func:`memlab.bench.conversations.synthetic` (seed 0; MRR over the top 15 and
