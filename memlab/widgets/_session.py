@@ -326,7 +326,7 @@ class SessionExplorer(Explorer):
         if session_id is None:
             return h.page(h.note("this user has no sessions yet"))
         usage = self.usage
-        facts = [("session", h.esc(session_id)), ("user", h.ident(self.user_select.value, 36)), ("turns", h.esc(len(self.entries)))]
+        facts = [("session", h.esc(session_id)), ("user", h.ident(self.user_select.value, 36)), ("turns", h.esc(format_value(len(self.entries), "count")))]
         if usage is None:
             return h.page(h.pairs(facts), h.note("no usage record for this session"))
         facts += [

@@ -107,8 +107,12 @@ class UsageExplorer(Explorer):
             from memlab.widgets._session import SessionExplorer
 
             self.explorer = SessionExplorer(self.stack, user=self._viewer, session_id=session_id)
-            await self.explorer.refresh()
+            await self.explorer.refresh()  # selects and loads session_id of its first listed owner
             self.explorer_box.children = (self.explorer.widget,)
+            owner = str(getattr(user_id, "id", user_id)) if user_id is not None else None
+            if self.explorer.session_select.value == session_id and owner in (None, self.explorer.user_select.value):
+                await self.explorer.settle()
+                return self.explorer  # already open: reading a long session twice would double the wait
         await self.explorer.open(session_id, user_id)
         await self.explorer.settle()
         return self.explorer

@@ -53,3 +53,23 @@ async def test_an_empty_stack_shows_empty_grids(stack) -> None:
     assert view.session_grid.widget.total == 0 and view.usage_grid.widget.total == 0 and "no model calls" in view.cost.value
     await view.refresh()  # a second refresh updates the same grids
     assert view.grids.children == (view.session_grid.widget, view.usage_grid.widget)
+
+
+async def test_the_first_session_opened_is_read_once(two_users, monkeypatch) -> None:
+    """Building the SessionExplorer loads the session it is opened on: no second read (a 10,000-turn session would take twice as long)."""
+    stack, qa_ids, other_qa, agent, agent_qa = two_users
+    reads = []
+    get_session = stack.session.get_session
+
+    async def counted(*args, **kwargs):
+        reads.append(kwargs.get("session_id"))
+        return await get_session(*args, **kwargs)
+
+    monkeypatch.setattr(stack.session, "get_session", counted)
+    view = UsageExplorer(stack)
+    await view.refresh()
+    explorer = await view.open_session("agent-chat", agent.id)  # a child user's session: its owner is found by the first load
+    assert reads == ["agent-chat"] and explorer.user_select.value == str(agent.id)
+    assert explorer.turn_grid.widget.row_keys == [agent_qa]
+    await view.open_session("chat")  # the explorer exists: open() loads the other session
+    assert reads == ["agent-chat", "chat"] and explorer.turn_grid.widget.row_keys == qa_ids
