@@ -13,6 +13,8 @@ construction raises ``ImportError`` naming ``pip install 'memlab[widgets]'``
 * :class:`ModeComparison` ``(results)``: a Grid result frame's latency, tokens and hit rate
   (interactive plotly charts when plotly is installed), its summary and a grid of the frame;
 * :class:`CleanupViewer` ``(forget_result)``: what a delete removed from the session cache;
+* :class:`ExplorerPage` ``(stack)``: the usage view and the open session laid out as a page
+  to keep open, with Refresh and auto-refresh (what ``memlab ui`` serves);
 * :class:`FrameGrid` ``(frame)``: the data grid the others use, for any DataFrame
   (``stack.frames.turns()``, ``.sessions()``, ``.usage()``, a Grid's results): paging,
   sorting and filtering in the kernel, the page on screen sent to the browser.
@@ -35,6 +37,7 @@ from memlab._imports import lazy_getattr as _lazy_getattr
 
 _LAZY = {
     "CleanupViewer": "memlab.widgets._cleanup",
+    "ExplorerPage": "memlab.widgets._page",
     "FrameGrid": "memlab.widgets._grid",
     "ModeComparison": "memlab.widgets._modes",
     "SessionExplorer": "memlab.widgets._session",

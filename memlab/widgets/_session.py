@@ -81,6 +81,7 @@ class SessionExplorer(Explorer):
         self.user_select = w.Dropdown(description="user", options=[])
         self.session_select = w.Dropdown(description="session", options=[])
         self.turn_grid = FrameGrid(self.turn_frame(), key="qa_id", columns=TURN_GRID_COLUMNS, page_size=page_size, title="turns")
+        self.turn_grid.widget.add_class("memlab-turn-grid")  # a hook for page CSS and browser tests (memlab ui)
         self.turn_grid.on_select(lambda key, row: self._turn_changed())
         self.feedback_text = w.Text(description="feedback", placeholder="what was good or wrong")
         self.feedback_score = w.Dropdown(description="score", options=[("no score", NO_SCORE)] + [(str(n), n) for n in range(1, 6)])

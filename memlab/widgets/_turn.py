@@ -91,6 +91,10 @@ class TurnInspector(Explorer):
                 self.status,
             ]
         )
+        self.widget.add_class("memlab-turn-inspector")  # hooks for page CSS and browser tests (memlab ui)
+        for lane, pane in self.lanes.items():
+            pane.add_class(f"memlab-lane-{lane}")
+        self.phases.add_class("memlab-phases")
 
     async def refresh(self) -> None:
         """Read the turn (and the graph its lanes name) and render it."""

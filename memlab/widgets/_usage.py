@@ -77,6 +77,8 @@ class UsageExplorer(Explorer):
                                           title="sessions (select one to open it)")
             self.usage_grid = FrameGrid(self.usage_frame, key=_KEY, columns=USAGE_GRID_COLUMNS, page_size=self._page_size,
                                         title="usage per session, model and kind")
+            self.session_grid.widget.add_class("memlab-session-grid")  # hooks for page CSS and browser tests (memlab ui)
+            self.usage_grid.widget.add_class("memlab-usage-grid")
             self.session_grid.on_select(self._selected)
             self.usage_grid.on_select(self._selected)
             self.grids.children = (self.session_grid.widget, self.usage_grid.widget)

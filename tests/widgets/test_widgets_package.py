@@ -15,7 +15,7 @@ from memlab.models import ForgetResult
 PROBE = """
 import json, sys
 import memlab.widgets as w
-names = [w.SessionExplorer, w.TurnInspector, w.ModeComparison, w.CleanupViewer, w.UsageExplorer, w.FrameGrid]
+names = [w.SessionExplorer, w.TurnInspector, w.ModeComparison, w.CleanupViewer, w.UsageExplorer, w.FrameGrid, w.ExplorerPage]
 heavy = ("ipywidgets", "anywidget", "matplotlib", "plotly", "pandas")
 print(json.dumps({"available": w.is_available(), "loaded": sorted(m for m in heavy if m in sys.modules)}))
 """
@@ -27,7 +27,7 @@ def test_importing_the_package_and_its_classes_loads_no_widget_library() -> None
 
 
 def test_all_lists_the_explorers() -> None:
-    assert widgets.__all__ == ["CleanupViewer", "FrameGrid", "ModeComparison", "SessionExplorer", "TurnInspector", "UsageExplorer", "is_available"]
+    assert widgets.__all__ == ["CleanupViewer", "ExplorerPage", "FrameGrid", "ModeComparison", "SessionExplorer", "TurnInspector", "UsageExplorer", "is_available"]
     assert set(widgets.__all__) <= set(dir(widgets))
     with pytest.raises(AttributeError, match="Nope"):
         widgets.Nope  # noqa: B018
