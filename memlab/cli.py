@@ -14,6 +14,7 @@
     memlab bench serve [options]     the HTTP read API under concurrent clients (see memlab.bench.serve)
     memlab serve [--host H] [--port P] [--workers N]   the HTTP API (memlab.api) on the stack from the environment
     memlab mcp [--http [--host H] [--port P]]          an MCP server (memlab.integrations.mcp): stdio, or streamable HTTP
+    memlab ui [--data-root PATH] [--host H] [--port P] [--no-browser]   the explorers as a web page (memlab.ui, Voilà)
     memlab users create-key NAME     a new API key of user NAME (created when no user has that name), printed once
     memlab users revoke-key KEY      revoke an API key
 
@@ -348,6 +349,24 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--host", help="with --http: address to bind (default: 127.0.0.1)")
     mcp.add_argument("--port", type=_port, help="with --http: port to bind (default: 8001)")
 
+    ui = commands.add_parser(
+        "ui",
+        help="the explorers as a web page for a data root (Voilà)",
+        description="Serve the explorers of one data root as a web page, to keep open beside a running experiment: the "
+        "sessions with their usage and cost in a grid, the most recently active session's turns in a paged, sortable, "
+        "filterable grid below, a clicked turn's lanes, verdicts and phases under it (memlab.widgets' UsageExplorer, "
+        "SessionExplorer and TurnInspector, rendered by Voilà from the notebook memlab.ui ships; see memlab.ui). The page's "
+        "Refresh reads the data again, and its auto-refresh does every 10 s, to follow an experiment that is still writing. The "
+        "stack is built from the environment (MEMLAB_DATA_ROOT, CACHE_BACKEND, MEMLAB_DB_URL, ...), --data-root "
+        "winning. Each browser tab gets a kernel of its own; Ctrl-C stops the server and every kernel. The page has no "
+        "authentication: keep --host on the loopback unless everyone who can reach the port may see the data. "
+        "Needs memlab[ui].",
+    )
+    ui.add_argument("--data-root", type=Path, metavar="PATH", help="the data root to show (default: MEMLAB_DATA_ROOT, else ./.memlab); it must exist")
+    ui.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    ui.add_argument("--port", type=_port, default=8866, help="port to bind; 0 picks a free one (default: 8866)")
+    ui.add_argument("--no-browser", action="store_true", help="do not open a web browser on the page")
+
     users = commands.add_parser("users", help="users and API keys", description="Users and API keys of the stack from the environment.")
     users.set_defaults(print_help=users.print_help)
     user_commands = users.add_subparsers(dest="users", metavar="ACTION")
@@ -374,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
         serve_bench: _bench_serve,
         serve: _serve,
         mcp: _mcp,
+        ui: _ui,
         create_key: _users_create_key,
         revoke_key: _users_revoke_key,
     }
@@ -664,6 +684,16 @@ def _mcp(args: argparse.Namespace) -> int:
         serve_http(stack, host=args.host or "127.0.0.1", port=DEFAULT_HTTP_PORT if args.port is None else args.port)
     else:
         asyncio.run(run_stdio(stack))
+    return 0
+
+
+def _ui(args: argparse.Namespace) -> int:
+    from memlab.ui import prepare  # without memlab[ui]: an ImportError naming it, one line (main)
+
+    # every check (the extra, the environment, the data root, the port) before the server starts
+    server = prepare(data_root=args.data_root, host=args.host, port=args.port, open_browser=not args.no_browser)
+    asyncio.run(_require_stores(server.stack_config, cache=False))  # as serve: a metadata database that is down, in one line
+    server.run()
     return 0
 
 

@@ -152,8 +152,9 @@ def venv(dist, tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
     return _fresh_venv(dist, tmp_path_factory.mktemp("fresh"))
 
 
-#: modules that only extras or the dev tools bring (redis, api, widgets, frames, dev): none may be importable
-EXTRA_ONLY = ("redis", "asyncpg", "fastapi", "uvicorn", "matplotlib", "ipywidgets", "anywidget", "plotly", "pyarrow", "pytest", "hypothesis")
+#: modules that only extras or the dev tools bring (redis, api, widgets, ui, frames, dev): none may be importable
+EXTRA_ONLY = ("redis", "asyncpg", "fastapi", "uvicorn", "matplotlib", "ipywidgets", "anywidget", "plotly", "voila", "pyarrow", "pytest",
+              "hypothesis")
 
 _PROBE = f"EXTRA_ONLY = {EXTRA_ONLY!r}\n" + """
 import importlib.metadata, json, memlab
