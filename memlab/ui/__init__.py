@@ -172,10 +172,8 @@ class UIServer:
 
     def run(self) -> None:
         """Serve until interrupted (Ctrl-C or SIGTERM); every kernel is shut down before this returns."""
-        from voila.app import Voila
-
         os.environ.update(self.environ)
-        app = Voila(config=self.voila_config())
+        app = _voila_class()(config=self.voila_config())
         app.initialize([str(NOTEBOOK)])
         app.log.addFilter(_QuietTrust())
         # SIGINT may be ignored (a command started in the background by a shell); SIGTERM is Ctrl-C too
@@ -184,6 +182,29 @@ class UIServer:
         print(f"memlab ui: {self.data_root} at {self.url} (Ctrl-C stops)", file=sys.stderr, flush=True)
         with contextlib.suppress(KeyboardInterrupt):  # one arriving outside Voilà's loop (which catches its own) ends quietly too
             app.start()  # returns after Ctrl-C, once Voilà has shut its kernels down
+
+
+def _voila_class() -> Any:
+    """Voilà's application, stopping a kernel still running a cell at once (see ``stop``)."""
+    from jupyter_core.utils import run_sync
+    from voila.app import Voila
+
+    class MemlabVoila(Voila):  # type: ignore[misc]
+        def stop(self) -> None:
+            """Stop every kernel: those running a cell (preheating, or waiting for a request) at once, the others politely.
+
+            A kernel asked to shut down in the middle of a cell closes its sockets first and
+            then logs a traceback when the cell's reply finds them closed; one stopped at
+            once has nothing to log (its stack has nothing in flight: SQLite stays whole).
+            """
+            manager = self.kernel_manager
+            for kernel_id in list(manager.list_kernel_ids()):
+                if getattr(manager.get_kernel(kernel_id), "execution_state", None) == "busy":
+                    with contextlib.suppress(Exception):  # gone already: the polite pass below skips it
+                        run_sync(manager.shutdown_kernel)(kernel_id, now=True)
+            super().stop()
+
+    return MemlabVoila
 
 
 class _QuietTrust(logging.Filter):
