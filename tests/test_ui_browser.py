@@ -73,6 +73,17 @@ def _children(pid: int) -> set[int]:
     return found
 
 
+def _kernel_process(server: int, kernel_id: str) -> int | None:
+    """The live process of kernel ``kernel_id`` under the server ``server`` (its connection file names the id), or None."""
+    for child in _children(server):
+        try:
+            if kernel_id in (Path("/proc") / str(child) / "cmdline").read_bytes().decode(errors="replace"):
+                return child
+        except OSError:
+            continue
+    return None
+
+
 def _alive(pid: int) -> bool:
     try:
         return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -191,6 +202,17 @@ async def test_memlab_ui_pages_sorts_filters_and_opens_a_turns_lanes_and_phases(
         assert "Who discovered Polonium?" in (await page.text_content(inspector) or "")
         await page.locator(f"{inspector} .memlab-lane-raw").scroll_into_view_if_needed()  # Voilà's page scrolls inside its body
         await page.screenshot(path=str(tmp_path / "ui-turn-inspector.png"))
+
+        # a reload: a new page on a new kernel, the closed page's kernel shut down (not left running until Ctrl-C)
+        kernel_id = await page.evaluate("JSON.parse(document.getElementById('jupyter-config-data').textContent).kernelId")
+        assert _kernel_process(process.pid, kernel_id) is not None
+        await page.reload(timeout=120_000)
+        await page.wait_for_selector(f"{TURNS} tbody tr", timeout=120_000)
+        assert await page.text_content(f"{TURNS} .memlab-grid-info") == "rows 1–25 of 60"
+        deadline = time.monotonic() + 30
+        while _kernel_process(process.pid, kernel_id) is not None:
+            assert time.monotonic() < deadline, f"the closed page's kernel {kernel_id} still runs"
+            await asyncio.sleep(0.2)
     assert browser.errors == [], browser.errors
     assert browser.blocked == [], browser.blocked
     assert (tmp_path / "ui-first-page.png").stat().st_size > 0 and (tmp_path / "ui-turn-inspector.png").stat().st_size > 0

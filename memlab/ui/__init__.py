@@ -185,11 +185,23 @@ class UIServer:
 
 
 def _voila_class() -> Any:
-    """Voilà's application, stopping a kernel still running a cell at once (see ``stop``)."""
+    """Voilà's application with two fixes: a closed page's kernel is shut down (``init_handlers``), and ``stop``."""
     from jupyter_core.utils import run_sync
     from voila.app import Voila
+    from voila.tornado.handler import TornadoVoilaHandler
+
+    class PageHandler(TornadoVoilaHandler):  # type: ignore[misc]
+        async def get(self, path: str | None = None) -> Any:
+            # Voilà's page asks the server to shut its kernel down when it closes (a beacon on "beforeunload")
+            # carrying the _xsrf cookie, but the page's handler never sets that cookie: the server refuses the
+            # beacon (403), and every closed or reloaded tab left its kernel running until the server stopped.
+            self.xsrf_token  # noqa: B018 - reading it sets the cookie
+            return await super().get(path)
 
     class MemlabVoila(Voila):  # type: ignore[misc]
+        def init_handlers(self) -> list[Any]:
+            return [(route[0], PageHandler, *route[2:]) if route[1] is TornadoVoilaHandler else route for route in super().init_handlers()]
+
         def stop(self) -> None:
             """Stop every kernel: those running a cell (preheating, or waiting for a request) at once, the others politely.
 
