@@ -67,6 +67,7 @@ REFERENCE = (
     ("memlab.charts", "matplotlib charts"),
     ("memlab.plotly_charts", "interactive charts"),
     ("memlab.widgets", "the explorers"),
+    ("memlab.ui", "memlab ui: the explorers as a web page (Voilà)"),
     ("memlab.api", "the HTTP API"),
     ("memlab.remote", "what the HTTP API and the MCP server share"),
     ("memlab.integrations.langchain", "LangChain adapters"),

@@ -41,6 +41,13 @@ runs then, so the sessions and turns shown are those of the moment the page is o
 Refresh (or auto-refresh, every 10 s while ticked) reads them again, keeping each grid's
 page, sort, filters and selection. Only the page on screen of each grid goes to the
 browser: a 10,000-turn session is 25 rows of HTML, not a table of the whole session.
+Measured on a data root with a 10,000-turn session (``scripts/bench_ui.py``, 2 CPUs at
+load average 2 to 9 during the run, a fresh browser profile each time, medians of 5;
+:data:`FIRST_PAGE_S`): Chromium draws the turns grid's first page 2.2 s after the
+request; 0.85 s of it is the server (the kernel's last cell, about 0.4 s, and Voilà
+streaming the page), the rest the browser loading Voilà's scripts (about 10 MB, none
+cached in a fresh profile) and drawing the widgets. A request that arrives while its
+kernel is still preheating (the first after the server starts) takes 7.3 s.
 
 Each page (each browser tab) has a kernel of its own, a process with its own stack on
 the data root, preheated one ahead; Ctrl-C (or SIGTERM) stops the server and shuts every
@@ -68,6 +75,7 @@ __all__ = [
     "CWD_VARIABLE",
     "DEFAULT_PORT",
     "EXTENSIONS",
+    "FIRST_PAGE_S",
     "INSTALL_HINT",
     "NOTEBOOK",
     "REQUIRED",
@@ -98,6 +106,10 @@ EXTENSIONS = ("@jupyter-widgets/jupyterlab-manager", "@voila-dashboards/widgets-
 #: the working directory of the ``memlab ui`` command (a kernel's own is the notebook's folder): relative paths in the
 #: environment (a SQLite URL, a cache directory) resolve against it in the page's kernel, as in the shell that ran it
 CWD_VARIABLE = "MEMLAB_UI_CWD"
+#: ``memlab ui`` on a 10,000-turn session, seconds (``scripts/bench_ui.py``; the module docstring): ``page`` the request
+#: to the turns grid's first page drawn in Chromium, ``html`` the request to the page's HTML complete (the server's part),
+#: ``cold`` ``page`` for a request that waits for its kernel to finish preheating
+FIRST_PAGE_S = {"page": 2.21, "html": 0.85, "cold": 7.27}
 _WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 
 if TYPE_CHECKING:
