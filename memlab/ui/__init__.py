@@ -202,7 +202,7 @@ def _voila_class() -> Any:
     from voila.app import Voila
     from voila.tornado.handler import TornadoVoilaHandler
 
-    class PageHandler(TornadoVoilaHandler):  # type: ignore[misc]
+    class PageHandler(TornadoVoilaHandler):
         async def get(self, path: str | None = None) -> Any:
             # Voilà's page asks the server to shut its kernel down when it closes (a beacon on "beforeunload")
             # carrying the _xsrf cookie, but the page's handler never sets that cookie: the server refuses the
@@ -210,7 +210,7 @@ def _voila_class() -> Any:
             self.xsrf_token  # noqa: B018 - reading it sets the cookie
             return await super().get(path)
 
-    class MemlabVoila(Voila):  # type: ignore[misc]
+    class MemlabVoila(Voila):
         def init_handlers(self) -> list[Any]:
             return [(route[0], PageHandler, *route[2:]) if route[1] is TornadoVoilaHandler else route for route in super().init_handlers()]
 
