@@ -1,13 +1,13 @@
 """``memlab ui`` end to end: the real command as a subprocess, its page opened by headless Chromium with no network.
 
-The data root is seeded by a real stack: session "other" (one search turn), then
-"chat" (the most recently active, so the page opens it): 57 turns written the way a
-search turn stores them, then three real ``search()`` turns through the offline LLM,
-whose lanes and phases the TurnInspector shows. In the browser: the turns grid's
-header cells, paging, a sort by a header click, a filter, and a click on a turn
-opening its lanes and phases; no console error, no request beyond the loopback;
-screenshots under ``tmp_path``. Ctrl-C (SIGINT) stops the server and every kernel it
-started (checked in ``/proc``).
+The data root is seeded by a real stack: session "notes" (one stored turn), "other" (one
+search turn), then "chat" (the most recently active, so the page opens it): 57 turns
+written the way a search turn stores them, then three real ``search()`` turns through the
+offline LLM, whose lanes and phases the TurnInspector shows. In the browser: the turns
+grid's header cells, paging, a sort by a header click, a filter, a click on a turn
+opening its lanes and phases, then a reload (the closed page's kernel shut down); no
+console error, no request beyond the loopback; screenshots under ``tmp_path``. Ctrl-C
+(SIGINT) stops the server and every kernel it started (checked in ``/proc``).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ TURNS = ".memlab-turn-grid"
 async def _seed(root: Path) -> None:
     async with MemoryStack.from_config(fast_config(root)) as stack:
         await stack.remember([CURIE, TURING])
+        await stack.remember("Alice owns the billing service.", session_id="notes", self_improvement=False)  # a stored turn, no trace
         await stack.search("Where did Alan Turing work?", SearchType.GRAPH_COMPLETION, session_id="other")
         user = await stack.users.default()
         modes = ("concurrent", "sequential", "off")
@@ -156,8 +157,8 @@ async def test_memlab_ui_pages_sorts_filters_and_opens_a_turns_lanes_and_phases(
         first_page_s = time.perf_counter() - started
         await page.screenshot(path=str(tmp_path / "ui-first-page.png"), full_page=True)
         header = await page.text_content(".memlab-ui-header") or ""
-        assert "memlab ui" in header and str((tmp_path / "lab").resolve()) in header and "2 sessions" in header
-        assert await _texts(page, ".memlab-session-grid tbody tr td:first-child") == ["chat", "other"]  # the latest first
+        assert "memlab ui" in header and str((tmp_path / "lab").resolve()) in header and "3 sessions" in header
+        assert await _texts(page, ".memlab-session-grid tbody tr td:first-child") == ["chat", "other", "notes"]  # the latest first
         assert await page.get_attribute(".memlab-session-grid tbody tr:first-child", "class") == "memlab-selected"
 
         # the turns grid of the latest session: its header cells, paging

@@ -175,6 +175,9 @@ class UIServer:
         config.Voila.port_retries = 0  # the port was checked: never move to another one silently
         config.Voila.open_browser = self.open_browser
         config.Voila.log_level = logging.WARNING
+        # the kernels talk to the server over Unix sockets in Voilà's private connection directory, not loopback TCP
+        # ports that any local user could reach (and ipykernel's warning about unencrypted TCP does not print per page)
+        config.KernelManager.transport = "ipc"
         config.VoilaConfiguration.template = TEMPLATE
         config.VoilaConfiguration.preheat_kernel = True
         config.VoilaConfiguration.default_pool_size = 1
