@@ -41,13 +41,13 @@ runs then, so the sessions and turns shown are those of the moment the page is o
 Refresh (or auto-refresh, every 10 s while ticked) reads them again, keeping each grid's
 page, sort, filters and selection. Only the page on screen of each grid goes to the
 browser: a 10,000-turn session is 25 rows of HTML, not a table of the whole session.
-Measured on a data root with a 10,000-turn session (``scripts/bench_ui.py``, 2 CPUs at
-load average 2 to 9 during the run, a fresh browser profile each time, medians of 5;
-:data:`FIRST_PAGE_S`): Chromium draws the turns grid's first page 2.2 s after the
-request; 0.85 s of it is the server (the kernel's last cell, about 0.4 s, and Voilà
-streaming the page), the rest the browser loading Voilà's scripts (about 10 MB, none
-cached in a fresh profile) and drawing the widgets. A request that arrives while its
-kernel is still preheating (the first after the server starts) takes 7.3 s.
+Measured on a data root with a 10,000-turn session (``scripts/bench_ui.py``, 2 shared
+CPUs, a fresh browser profile each time; two runs, medians of 5; :data:`FIRST_PAGE_S`):
+Chromium draws the turns grid's first page 2.2 to 2.6 s after the request (single loads
+2.0 to 3.4 s); 0.85 s of it is the server (the kernel's last cell, about 0.4 s, and
+Voilà streaming the page), the rest the browser loading Voilà's scripts (about 10 MB,
+none cached in a fresh profile) and drawing the widgets. A request that arrives while
+its kernel is still preheating (the first after the server starts) takes 6.6 to 7.3 s.
 
 Each page (each browser tab) has a kernel of its own, a process with its own stack on
 the data root, preheated one ahead; Ctrl-C (or SIGTERM) stops the server and shuts every
@@ -109,7 +109,7 @@ CWD_VARIABLE = "MEMLAB_UI_CWD"
 #: ``memlab ui`` on a 10,000-turn session, seconds (``scripts/bench_ui.py``; the module docstring): ``page`` the request
 #: to the turns grid's first page drawn in Chromium, ``html`` the request to the page's HTML complete (the server's part),
 #: ``cold`` ``page`` for a request that waits for its kernel to finish preheating
-FIRST_PAGE_S = {"page": 2.21, "html": 0.85, "cold": 7.27}
+FIRST_PAGE_S = {"page": 2.56, "html": 0.85, "cold": 6.61}  # load average 1 to 2.7; another run (load 2 to 9): 2.21, 0.85, 7.27
 _WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 
 if TYPE_CHECKING:
